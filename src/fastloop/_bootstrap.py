@@ -1,0 +1,24 @@
+"""What the ``fastloop.pth`` line calls when ``FASTLOOP`` is set.
+
+Runs inside ``site`` at interpreter start-up, before the application: it
+must not raise, must not import Tornado (patches arm post-import hooks
+instead), and reports a bad setting in one line on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def run() -> None:
+    try:
+        from fastloop import _registry, config, patches  # noqa: F401  (registers)
+
+        names, problems = config.patches_from_environ(os.environ, _registry.known())
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if names is None or names:
+            _registry.install(names)
+    except Exception as exc:  # start-up must go on whatever happens here
+        print(f"fastloop: not activated: {exc!r}", file=sys.stderr)
