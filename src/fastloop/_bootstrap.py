@@ -10,8 +10,17 @@ from __future__ import annotations
 import os
 import sys
 
+_started = False
+
 
 def run() -> None:
+    # In a virtual environment ``site`` may process site-packages twice (once
+    # for the venv, once for the prefixes it points at) and runs every .pth
+    # line each time: act on the first call only.
+    global _started
+    if _started:
+        return
+    _started = True
     try:
         from fastloop import _registry, config, patches  # noqa: F401  (registers)
 

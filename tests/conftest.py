@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+
+import fastloop
+
+T = TypeVar("T")
+
+
+@pytest.fixture(autouse=True)
+def _no_patches_leak() -> Iterator[None]:
+    """Every test starts and ends with stock Tornado."""
+    fastloop.uninstall()
+    yield
+    fastloop.uninstall()
+
+
+def differential(scenario: Callable[[], T], patches: list[str]) -> tuple[T, T]:
+    """Run ``scenario`` under stock and then patched Tornado; return both results."""
+    fastloop.uninstall()
+    stock = scenario()
+    with fastloop.patched(patches) as active:
+        assert set(patches) <= active, f"patches did not apply: {fastloop.available()}"
+        patched = scenario()
+    return stock, patched
+
+
+def batches_queued(loop: asyncio.AbstractEventLoop) -> int:
+    """How many fastloop batches sit in the loop's ready queue (0 under stock)."""
+    ready = getattr(loop, "_ready", ())
+    return sum(type(handle).__name__ == "CallbackBatch" for handle in ready)
+
+
+_ADDRESS = re.compile(r"0x[0-9a-f]+")
+
+
+def normalise(text: str) -> str:
+    """Drop object addresses, which differ between two runs of one scenario."""
+    return _ADDRESS.sub("0x?", text)
+
+
+class Records(logging.Handler):
+    """Collect (logger, level, message, exception type) from chosen loggers."""
+
+    def __init__(self, *names: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.names = names
+        self.rows: list[tuple[str, str, str, str | None]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        exc = (
+            record.exc_info[0].__name__
+            if record.exc_info and record.exc_info[0]
+            else None
+        )
+        self.rows.append(
+            (record.name, record.levelname, normalise(record.getMessage()), exc)
+        )
+
+    def __enter__(self) -> Records:
+        for name in self.names:
+            logging.getLogger(name).addHandler(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for name in self.names:
+            logging.getLogger(name).removeHandler(self)

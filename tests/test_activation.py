@@ -1,0 +1,137 @@
+"""FASTLOOP activation through the .pth file of a really installed wheel.
+
+These run ``sys.executable`` in subprocesses, so they exercise the
+``fastloop.pth`` that pip put into site-packages, exactly as a user's
+``FASTLOOP=1 python app.py`` would.  With an editable install there is no
+such file: the tests skip locally and fail under CI (``CI`` set).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests_support import require_installed_pth
+
+REPO = Path(__file__).resolve().parents[1]
+PROBE = "import tornado.platform.asyncio, fastloop; print(sorted(fastloop.installed()))"
+
+
+@pytest.fixture(scope="module")
+def pth() -> Path:
+    return require_installed_pth()
+
+
+def run(
+    code: str, fastloop: str | None, *flags: str
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    if fastloop is not None:
+        env["FASTLOOP"] = fastloop
+    return subprocess.run(
+        [sys.executable, *flags, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_wheel_ships_the_pth_at_its_root(tmp_path):
+    if not (REPO / "pyproject.toml").exists():
+        pytest.skip("needs the source tree")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(REPO),
+        ],
+        check=True,
+        timeout=300,
+    )
+    (wheel,) = tmp_path.glob("fastloop-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        assert "fastloop.pth" in archive.namelist()
+        shipped = archive.read("fastloop.pth").decode()
+        assert "fastloop/py.typed" in archive.namelist()
+    assert shipped == (REPO / "src" / "fastloop.pth").read_text()
+
+
+def test_installed_pth_is_the_one_line_we_ship(pth):
+    lines = [line for line in pth.read_text().splitlines() if line.strip()]
+    assert len(lines) == 1
+    assert lines[0].startswith("import os;")
+
+
+@pytest.mark.parametrize("value", ["1", "true", "all", "add_callback", " ALL "])
+def test_fastloop_set_installs_at_start_up(pth, value):
+    result = run(PROBE, value)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['add_callback']"
+    assert result.stderr == ""
+
+
+@pytest.mark.parametrize("value", ["0", "false"])
+def test_fastloop_off_installs_nothing(pth, value):
+    result = run(PROBE, value)
+    assert (result.returncode, result.stdout.strip(), result.stderr) == (0, "[]", "")
+
+
+@pytest.mark.parametrize("value", [None, ""])
+def test_unset_imports_no_fastloop_module_at_start_up(pth, value):
+    result = run(
+        "import sys; print(sorted(m for m in sys.modules if 'fastloop' in m))", value
+    )
+    assert (result.returncode, result.stdout.strip()) == (0, "[]")
+    timing = run("pass", value, "-X", "importtime")
+    assert timing.returncode == 0
+    assert "import time:" in timing.stderr  # the probe itself works
+    assert "fastloop" not in timing.stderr
+
+
+def test_set_does_not_import_tornado_at_start_up(pth):
+    result = run(
+        "import sys; print('tornado' in sys.modules, 'fastloop' in sys.modules)", "1"
+    )
+    assert (result.returncode, result.stdout.split()) == (0, ["False", "True"])
+
+
+@pytest.mark.parametrize(
+    ("value", "expected", "bad"),
+    [
+        ("yes", "[]", "'yes'"),
+        ("2", "[]", "'2'"),
+        ("on", "[]", "'on'"),
+        ("add-callback", "[]", "'add-callback'"),
+        ("add_callback;wakeup", "[]", "'add_callback;wakeup'"),
+        ("add_callback,bogus", "['add_callback']", "'bogus'"),
+        ("true,false", "[]", "'true', 'false'"),
+        ("\u2713", "[]", "'\u2713'"),
+        ("-1", "[]", "'-1'"),
+        ("add_callback wakeup", "[]", "'add_callback wakeup'"),
+        ("1,add_callback", "['add_callback']", "'1'"),
+    ],
+)
+def test_malformed_values_print_one_line_and_the_program_runs_on(
+    pth, value, expected, bad
+):
+    result = run(PROBE + "; print('app ran')", value)
+    assert result.returncode == 0
+    assert result.stdout.splitlines() == [expected, "app ran"]
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"fastloop: ignoring {bad} in FASTLOOP=")
+    assert "accepted:" in lines[0]

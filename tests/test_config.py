@@ -1,0 +1,79 @@
+"""FASTLOOP parsing: what is accepted, and one clear line for what is not."""
+
+from __future__ import annotations
+
+import pytest
+
+from fastloop import _bootstrap, _registry, config
+
+KNOWN = ("add_callback", "wakeup", "write_to_fd")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("1", None),
+        ("true", None),
+        ("all", None),
+        (" TRUE ", None),
+        ("All", None),
+        ("0", frozenset()),
+        ("false", frozenset()),
+        ("", frozenset()),
+        ("   ", frozenset()),
+        ("add_callback", frozenset({"add_callback"})),
+        ("wakeup, Write_To_Fd", frozenset({"wakeup", "write_to_fd"})),
+        ("add_callback,", frozenset({"add_callback"})),
+        ("all,add_callback", frozenset(KNOWN)),
+    ],
+)
+def test_accepted_values(value, expected):
+    assert config.parse_patches(value, KNOWN) == (expected, [])
+
+
+@pytest.mark.parametrize(
+    ("value", "expected", "bad"),
+    [
+        ("yes", frozenset(), ("yes",)),
+        ("2", frozenset(), ("2",)),
+        ("-1", frozenset(), ("-1",)),
+        ("on", frozenset(), ("on",)),
+        ("add-callback", frozenset(), ("add-callback",)),
+        ("add_callback;wakeup", frozenset(), ("add_callback;wakeup",)),
+        ("add_callback,bogus", frozenset({"add_callback"}), ("bogus",)),
+        ("true,false", frozenset(), ("true", "false")),
+        ("wakeup,,nope, zzz", frozenset({"wakeup"}), ("nope", "zzz")),
+        ("\u2713", frozenset(), ("\u2713",)),
+        ("add_callback wakeup", frozenset(), ("add_callback wakeup",)),
+        ("1,add_callback", frozenset({"add_callback"}), ("1",)),
+    ],
+)
+def test_malformed_values_keep_the_valid_part_and_name_the_bad_tokens(
+    value, expected, bad
+):
+    chosen, problems = config.parse_patches(value, KNOWN)
+    assert chosen == expected
+    assert len(problems) == 1
+    line = str(problems[0])
+    assert "\n" not in line
+    assert line.startswith("fastloop: ignoring ")
+    assert f"FASTLOOP={value!r}" in line
+    for token in bad:
+        assert repr(token) in line
+    assert (
+        "accepted: 1, true, all, 0, false, empty, or a comma list of add_callback"
+        in line
+    )
+
+
+def test_bootstrap_never_raises(monkeypatch, capsys):
+    def explode(names):
+        raise RuntimeError("simulated failure")
+
+    monkeypatch.setenv("FASTLOOP", "1")
+    monkeypatch.setattr(_registry, "install", explode)
+    monkeypatch.setattr(_bootstrap, "_started", False)
+    _bootstrap.run()
+    _bootstrap.run()  # a second .pth pass does nothing
+    err = capsys.readouterr().err
+    assert err == "fastloop: not activated: RuntimeError('simulated failure')\n"

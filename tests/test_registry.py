@@ -1,0 +1,241 @@
+"""install / uninstall / installed / available / patched."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+import tornado.platform.asyncio as tornado_asyncio
+from tornado.ioloop import IOLoop
+
+import fastloop
+from fastloop import _registry
+from fastloop._registry import Patch, Swap
+
+STOCK_ADD_CALLBACK = tornado_asyncio.BaseAsyncIOLoop.__dict__["add_callback"]
+
+
+def current_add_callback():
+    return tornado_asyncio.BaseAsyncIOLoop.__dict__["add_callback"]
+
+
+def test_install_is_idempotent_and_reports_what_is_active():
+    assert fastloop.installed() == frozenset()
+    first = fastloop.install()
+    wrapper = current_add_callback()
+    second = fastloop.install()
+    assert first == second == fastloop.installed() == {"add_callback"}
+    assert current_add_callback() is wrapper is not STOCK_ADD_CALLBACK
+    assert wrapper.__wrapped__ is STOCK_ADD_CALLBACK
+
+
+def test_uninstall_restores_the_same_object_across_cycles():
+    for _ in range(5):
+        fastloop.install(["add_callback"])
+        assert current_add_callback() is not STOCK_ADD_CALLBACK
+        fastloop.uninstall(["add_callback"])
+        assert current_add_callback() is STOCK_ADD_CALLBACK
+    fastloop.uninstall()  # uninstalling nothing is fine
+    assert current_add_callback() is STOCK_ADD_CALLBACK
+    assert fastloop.installed() == frozenset()
+
+
+def test_unknown_names_raise_value_error_listing_valid_ones():
+    with pytest.raises(ValueError, match="valid names: add_callback"):
+        fastloop.install(["add_calback"])
+    with pytest.raises(ValueError, match="nope"):
+        fastloop.uninstall("nope")
+    with pytest.raises(ValueError), fastloop.patched(["bogus"]):
+        pass
+    assert fastloop.installed() == frozenset()
+
+
+def test_a_single_name_string_is_accepted():
+    assert fastloop.install("add_callback") == {"add_callback"}
+
+
+def test_patched_restores_the_prior_state():
+    with fastloop.patched() as active:
+        assert active == fastloop.installed() == {"add_callback"}
+    assert fastloop.installed() == frozenset()
+    assert current_add_callback() is STOCK_ADD_CALLBACK
+
+    fastloop.install()
+    wrapper = current_add_callback()
+    with fastloop.patched(["add_callback"]):
+        pass
+    assert fastloop.installed() == {"add_callback"}
+    assert current_add_callback() is wrapper
+
+
+def test_concurrent_install_uninstall_from_threads_leaves_a_consistent_state():
+    barrier = threading.Barrier(8)
+    errors = []
+
+    def churn(i):
+        try:
+            barrier.wait()
+            for _ in range(200):
+                fastloop.install()
+                fastloop.uninstall()
+                with fastloop.patched():
+                    pass
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=churn, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert fastloop.installed() == frozenset()
+    assert current_add_callback() is STOCK_ADD_CALLBACK
+
+
+def test_missing_internal_declines_with_one_log_line(monkeypatch, caplog):
+    monkeypatch.delattr(IOLoop, "_discard_future_result")
+    assert (
+        fastloop.available()["add_callback"]
+        == "IOLoop._discard_future_result is missing"
+    )
+    with caplog.at_level(logging.INFO, logger="fastloop"):
+        assert fastloop.install(["add_callback"]) == frozenset()
+    lines = [r for r in caplog.records if r.name == "fastloop"]
+    assert len(lines) == 1
+    assert lines[0].levelno == logging.WARNING  # the user named it explicitly
+    assert "add_callback" in lines[0].getMessage()
+    assert "_discard_future_result is missing" in lines[0].getMessage()
+    assert fastloop.installed() == frozenset()
+    assert current_add_callback() is STOCK_ADD_CALLBACK
+
+
+def test_changed_implementation_declines(monkeypatch):
+    def add_callback(self, callback, *args, **kwargs):
+        self.asyncio_loop.call_soon_threadsafe(callback, *args, **kwargs)
+
+    monkeypatch.setattr(tornado_asyncio.BaseAsyncIOLoop, "add_callback", add_callback)
+    assert (
+        "no longer uses call_soon(_run_callback)"
+        in fastloop.available()["add_callback"]
+    )
+    assert fastloop.install() == frozenset()
+    assert tornado_asyncio.BaseAsyncIOLoop.__dict__["add_callback"] is add_callback
+
+
+@pytest.fixture
+def extra_patches():
+    """Register two throwaway patches on a module of our own for the test."""
+    import types
+
+    target = types.ModuleType("fastloop_test_target")
+    target.value = "original"
+    sys.modules[target.__name__] = target
+
+    good = Patch(
+        name="test_good",
+        target=target.__name__,
+        summary="test",
+        check=lambda module: None,
+        apply=lambda module: [Swap(module, "value", "patched")],
+    )
+    bad = Patch(
+        name="test_bad",
+        target=target.__name__,
+        summary="test",
+        check=lambda module: "faked missing internal",
+        apply=lambda module: [Swap(module, "value", "never")],
+    )
+    broken = Patch(
+        name="test_broken",
+        target=target.__name__,
+        summary="test",
+        check=lambda module: None,
+        apply=lambda module: [Swap(module, "value", "half"), Swap(int, "x", 1)],
+    )
+    before = dict(_registry._patches)
+    for patch in (good, bad, broken):
+        _registry.register(patch, default=False)
+    yield target
+    fastloop.uninstall([p.name for p in (good, bad, broken)])
+    _registry._patches.clear()
+    _registry._patches.update(before)
+    del sys.modules[target.__name__]
+
+
+def test_a_declined_patch_leaves_the_others_applied(extra_patches, caplog):
+    with caplog.at_level(logging.INFO, logger="fastloop"):
+        active = fastloop.install(["test_bad", "test_good", "add_callback"])
+    assert active == {"test_good", "add_callback"}
+    assert extra_patches.value == "patched"
+    lines = [r.getMessage() for r in caplog.records if r.name == "fastloop"]
+    assert lines == [
+        "fastloop: patch 'test_bad' declined, stock behaviour kept: "
+        "faked missing internal"
+    ]
+
+
+def test_a_patch_never_half_applies(extra_patches, caplog):
+    with caplog.at_level(logging.INFO, logger="fastloop"):
+        assert fastloop.install(["test_broken"]) == frozenset()
+    assert extra_patches.value == "original"
+    assert "apply failed" in caplog.text
+
+
+def test_available_names_every_patch():
+    verdicts = fastloop.available()
+    assert set(verdicts) == set(_registry.known())
+    assert verdicts["add_callback"] is None
+
+
+def run_python(code: str, **env_extra: str) -> subprocess.CompletedProcess[str]:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    env.update(env_extra)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_install_before_tornado_is_imported_applies_on_import():
+    result = run_python(
+        """
+        import sys, fastloop
+        armed = fastloop.install()
+        assert "tornado" not in sys.modules, "install() must not import tornado"
+        print(sorted(armed), sorted(fastloop.installed()))
+        import tornado.ioloop, tornado.platform.asyncio as m
+        print(sorted(fastloop.installed()), hasattr(m.BaseAsyncIOLoop.add_callback,
+              "__wrapped__"))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "['add_callback'] []",
+        "['add_callback'] True",
+    ]
+
+
+def test_uninstall_before_import_means_nothing_applies_later():
+    result = run_python(
+        """
+        import fastloop
+        fastloop.install()
+        fastloop.uninstall()
+        import tornado.platform.asyncio as m
+        print(sorted(fastloop.installed()), hasattr(m.BaseAsyncIOLoop.add_callback,
+              "__wrapped__"))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["[]", "False"]

@@ -1,0 +1,75 @@
+"""Tornado's own test suite must pass with fastloop active, with the same counts.
+
+Both runs go through the interpreter's start-up exactly as a user's would:
+the patched one only sets ``FASTLOOP=all`` and relies on the installed
+``.pth`` hook; a small ``atexit`` probe reports which patches were active.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import fastloop
+from tests_support import require_installed_pth
+
+PROBE = (
+    "import atexit, runpy, sys\n"
+    "def report():\n"
+    "    fastloop = sys.modules.get('fastloop')\n"
+    "    active = sorted(fastloop.installed()) if fastloop else []\n"
+    "    print('fastloop active:', ','.join(active) or '-', file=sys.stderr)\n"
+    "atexit.register(report)\n"
+    "sys.argv = ['tornado.test.runtests']\n"
+    "runpy.run_module('tornado.test.runtests', run_name='__main__', alter_sys=True)\n"
+)
+
+
+def run_suite(fastloop: str | None) -> tuple[int, int, int, str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    if fastloop is not None:
+        env["FASTLOOP"] = fastloop
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    output = result.stdout + result.stderr
+    ran = re.search(r"^Ran (\d+) tests?", output, re.MULTILINE)
+    skipped = re.search(r"skipped=(\d+)", output)
+    active = re.search(r"^fastloop active: (\S+)$", output, re.MULTILINE)
+    assert ran and active, output[-3000:]
+    return (
+        result.returncode,
+        int(ran.group(1)),
+        int(skipped.group(1)) if skipped else 0,
+        active.group(1),
+        output,
+    )
+
+
+@pytest.mark.slow
+def test_tornado_suite_passes_with_the_same_counts_under_fastloop():
+    require_installed_pth()
+    stock = run_suite(None)
+    patched = run_suite("all")
+    print(
+        f"\ntornado suite: stock ran={stock[1]} skipped={stock[2]} rc={stock[0]}; "
+        f"FASTLOOP=all ran={patched[1]} skipped={patched[2]} rc={patched[0]} "
+        f"active={patched[3]}"
+    )
+    assert stock[0] == 0, stock[4][-3000:]
+    assert patched[0] == 0, patched[4][-3000:]
+    assert stock[3] == "-"
+    applicable = sorted(
+        name for name, why in fastloop.available().items() if why is None
+    )
+    assert patched[3].split(",") == applicable
+    assert stock[1:3] == patched[1:3]
