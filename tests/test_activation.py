@@ -76,11 +76,21 @@ def test_installed_pth_is_the_one_line_we_ship(pth):
     assert lines[0].startswith("import os;")
 
 
-@pytest.mark.parametrize("value", ["1", "true", "all", "add_callback", " ALL "])
-def test_fastloop_set_installs_at_start_up(pth, value):
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("1", "['add_callback', 'wakeup']"),
+        ("true", "['add_callback', 'wakeup']"),
+        ("all", "['add_callback', 'wakeup']"),
+        (" ALL ", "['add_callback', 'wakeup']"),
+        ("add_callback", "['add_callback']"),
+        ("wakeup", "['wakeup']"),
+    ],
+)
+def test_fastloop_set_installs_at_start_up(pth, value, expected):
     result = run(PROBE, value)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "['add_callback']"
+    assert result.stdout.strip() == expected
     assert result.stderr == ""
 
 
@@ -117,12 +127,14 @@ def test_set_does_not_import_tornado_at_start_up(pth):
         ("on", "[]", "'on'"),
         ("add-callback", "[]", "'add-callback'"),
         ("add_callback;wakeup", "[]", "'add_callback;wakeup'"),
+        ("wakeup,bogus", "['wakeup']", "'bogus'"),
         ("add_callback,bogus", "['add_callback']", "'bogus'"),
         ("true,false", "[]", "'true', 'false'"),
         ("\u2713", "[]", "'\u2713'"),
         ("-1", "[]", "'-1'"),
         ("add_callback wakeup", "[]", "'add_callback wakeup'"),
         ("1,add_callback", "['add_callback']", "'1'"),
+        ("all,nope", "['add_callback', 'wakeup']", "'nope'"),
     ],
 )
 def test_malformed_values_print_one_line_and_the_program_runs_on(

@@ -18,9 +18,20 @@ run it, it leaves ``_ready``, so a callback added *by* a callback of the
 batch opens a new batch that runs on the next iteration, after I/O
 polling, exactly like stock (no starvation).
 
-Everything off the fast path (another thread, no running loop, asyncio
-debug mode, uvloop or any loop without a ``_ready`` deque, a subclass that
-overrides ``_run_callback``) calls the original ``add_callback`` unchanged.
+Off the loop thread (another thread, or the loop not running yet) stock
+Tornado calls ``call_soon_threadsafe`` per callback: a ``Handle`` and a
+self-pipe write each.  We append to the IOLoop's cross-thread queue and
+schedule one *drain* entry while none is pending; the drain takes what is
+queued and runs it like a batch.  Per producer thread the order is FIFO;
+each callback runs in the context of the thread that added it.  The
+pending flag is a Lock used as a test-and-set, released by the drain
+*before* it takes the queue, so an item appended after the drain's snapshot
+always finds the flag free and schedules the next drain: nothing is
+stranded.  A closed loop drops its queue and the call returns silently.
+
+The stock path remains for asyncio debug mode (it checks every handle), for
+on-loop calls on uvloop or any loop without a ``_ready`` deque, and for
+IOLoop subclasses that override ``_run_callback``.
 """
 
 from __future__ import annotations
@@ -28,15 +39,31 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
+import threading
 from asyncio import events
 from collections.abc import Callable
 from contextvars import Context, copy_context
 from types import ModuleType
 from typing import Any
 
+from fastloop import _fork, stats
 from fastloop._registry import Patch, Swap
 
 _get_running_loop: Callable[[], Any] = events._get_running_loop
+
+#: The cross-thread queue lives in the IOLoop's ``__dict__`` under this key.
+REMOTE = "_fastloop_remote"
+
+
+class RemoteQueue:
+    """Callbacks added to one IOLoop from other threads, waiting for a drain."""
+
+    __slots__ = ("__weakref__", "generation", "items", "pending")
+
+    def __init__(self) -> None:
+        self.items: collections.deque[tuple[Any, ...]] = collections.deque()
+        self.pending = threading.Lock()  # held while a drain is scheduled
+        self.generation = _fork.generation[0]
 
 
 _HANDLE_SLOTS = (
@@ -166,9 +193,7 @@ def apply(module: ModuleType) -> list[Swap]:
                 # they run first when the loop runs again: nothing is lost.
                 rest = list(remaining) if remaining is not None else []
                 if rest:
-                    self._loop._ready.appendleft(
-                        CallbackBatch(ioloop, self._loop, rest)
-                    )
+                    requeue_first(CallbackBatch(ioloop, self._loop, rest))
                 if isinstance(exc, (SystemExit, KeyboardInterrupt)):
                     raise  # leaves run_forever, as stock Handle._run lets it
                 # Only a failing logging handler gets here; Handle._run
@@ -204,6 +229,13 @@ def apply(module: ModuleType) -> list[Swap]:
                 }
             )
 
+    def requeue_first(batch: CallbackBatch) -> None:
+        ready = getattr(batch._loop, "_ready", None)
+        if isinstance(ready, collections.deque):
+            ready.appendleft(batch)
+        else:  # uvloop (a drain's leftovers): last rather than lost
+            batch._loop.call_soon(batch._run)
+
     def eligible_ready_queue(ioloop: Any, loop: Any) -> collections.deque[Any] | None:
         ready = getattr(loop, "_ready", None)
         if not isinstance(ready, collections.deque):
@@ -215,6 +247,51 @@ def apply(module: ModuleType) -> list[Swap]:
     # A plain function, not a wrapt FunctionWrapper: this is the hottest path
     # in a Tornado process and the wrapper layer costs a measurable share of
     # the ~1 us per callback left after batching.
+    queued = stats.REMOTE_CALLBACKS.increment
+    drains = stats.REMOTE_DRAINS.increment
+    drained = stats.REMOTE_DRAINED.add
+
+    def drain(ioloop: Any, remote: RemoteQueue) -> None:
+        # Release first, then snapshot: anything appended from here on finds
+        # the flag free and schedules the next drain itself.
+        remote.pending.release()
+        popleft = remote.items.popleft
+        items: list[Any] = []
+        for _ in range(len(remote.items)):
+            items += popleft()
+        drains()
+        if items:
+            drained(len(items) // 4)
+            CallbackBatch(ioloop, ioloop.asyncio_loop, items)._run()
+
+    def add_remote(ioloop: Any, loop: Any, item: tuple[Any, ...]) -> bool:
+        """Queue a callback from another thread; False means use the stock path."""
+        if loop.get_debug():
+            return False
+        remote = ioloop.__dict__.get(REMOTE)
+        if remote is None:
+            remote = ioloop.__dict__.setdefault(REMOTE, RemoteQueue())
+        elif remote.generation != _fork.generation[0]:
+            remote = ioloop.__dict__[REMOTE] = (
+                RemoteQueue()
+            )  # forked child: start clean
+        if loop.is_closed():
+            remote.items.clear()  # nothing queued can run any more: free it
+            return True
+        remote.items.append(item)
+        queued()
+        if remote.pending.acquire(False):
+            try:
+                loop.call_soon_threadsafe(drain, ioloop, remote)
+            except (RuntimeError, AttributeError):
+                # Closed under our feet (AttributeError: proactor's race, as
+                # in stock).  Keep the flag held: later calls see is_closed().
+                remote.items.clear()
+        return True
+
+    # A plain function, not a wrapt FunctionWrapper: this is the hottest path
+    # in a Tornado process and the wrapper layer costs a measurable share of
+    # the ~0.6 us per callback left after batching.
     def add_callback(
         self: Any, callback: Callable[..., Any], *args: Any, **kwargs: Any
     ) -> None:
@@ -238,6 +315,8 @@ def apply(module: ModuleType) -> list[Swap]:
                     items = [callback, args, kwargs, copy_context()]
                     ready.append(CallbackBatch(self, loop, items))
                     return
+        elif add_remote(self, loop, (callback, args, kwargs, copy_context())):
+            return
         stock_add_callback(self, callback, *args, **kwargs)
 
     functools.update_wrapper(add_callback, stock_add_callback)
@@ -255,7 +334,7 @@ def _callback_formatter() -> Callable[[Any, tuple[Any, ...]], str]:
 PATCH = Patch(
     name="add_callback",
     target="tornado.platform.asyncio",
-    summary="IOLoop.add_callback: batched on-loop fast path",
+    summary="IOLoop.add_callback: on-loop batches, coalesced cross-thread queue",
     check=check,
     apply=apply,
 )

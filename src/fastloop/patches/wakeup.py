@@ -1,0 +1,135 @@
+"""Coalesced self-pipe wake-ups for asyncio's selector event loop.
+
+Every ``call_soon_threadsafe`` (Tornado's cross-thread ``add_callback``,
+``run_in_executor`` and ``concurrent.futures`` completions) ends in
+``_write_to_self``: one ``send`` of a NUL byte on the loop's self-pipe, a
+syscall that also drops the GIL, and one byte for the loop to read back.
+One byte is enough to wake the loop however many handles were appended, so
+a producer writes only when no wake-up is pending; the loop clears the
+pending flag in ``_read_from_self``, *after* the pipe is drained.
+
+Why that ordering cannot lose a wake-up.  ``call_soon_threadsafe`` appends
+its handle to ``_ready`` *before* calling ``_write_to_self``.  A producer
+that skips the write saw the flag set, so either (a) the byte is still in
+the pipe: the loop's next ``select()`` returns at once and that iteration
+runs the handle; or (b) the loop has read the byte and is inside
+``_read_from_self``, about to clear the flag: it is mid-iteration, and
+``_run_once`` computes the next ``select()`` timeout from ``_ready`` (0 when
+non-empty) before it can block, so the handle runs next iteration.
+Clearing *before* draining would break (b): a producer could set the flag
+and write a byte that the same drain then swallows, leaving the flag set
+with an empty pipe, and every later producer would skip its write while
+the loop sleeps.
+
+The reader registered for the self-pipe is bound when the loop is created,
+so a loop created before ``install()`` still runs the stock
+``_read_from_self`` and would never clear the flag: such loops are detected
+once and keep writing every time (stock behaviour).  Signals are untouched:
+the C signal handler writes to the pipe itself, not through here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from types import ModuleType
+from typing import Any
+
+from fastloop import _fork, stats
+from fastloop._registry import Patch, Swap
+
+#: Per-loop state lives in the loop's ``__dict__`` under this key.
+STATE = "_fastloop_wakeup"
+
+
+class WakeupState:
+    """One loop's pending flag: a Lock used as an atomic test-and-set."""
+
+    __slots__ = ("coalesce", "generation", "pending")
+
+    def __init__(self, coalesce: bool) -> None:
+        self.pending = threading.Lock()
+        self.coalesce = coalesce
+        self.generation = _fork.generation[0]
+
+
+def check(module: ModuleType) -> str | None:
+    cls = getattr(module, "BaseSelectorEventLoop", None)
+    if cls is None:
+        return "asyncio.selector_events.BaseSelectorEventLoop is missing"
+    needs = {
+        "_write_to_self": {"_csock", "send"},
+        "_read_from_self": {"_ssock", "recv", "_process_self_data"},
+        "_make_self_pipe": {"_add_reader", "_read_from_self"},
+    }
+    for name, names in needs.items():
+        code = getattr(cls.__dict__.get(name), "__code__", None)
+        if code is None or not names <= set(code.co_names):
+            return f"BaseSelectorEventLoop.{name} changed"
+    policy = asyncio.get_event_loop_policy()
+    if type(policy).__module__.startswith("uvloop"):
+        return "uvloop is the event loop policy, and it already coalesces wake-ups"
+    return None
+
+
+def apply(module: ModuleType) -> list[Swap]:
+    cls = module.BaseSelectorEventLoop
+    stock_write: Any = cls.__dict__["_write_to_self"]
+    stock_read: Any = cls.__dict__["_read_from_self"]
+    requested = stats.WAKEUPS_REQUESTED.increment
+    written = stats.WAKEUPS_WRITTEN.increment
+
+    def read_from_self(self: Any) -> None:
+        stock_read(self)
+        # The pipe is empty now: only now may a producer write again.
+        state = self.__dict__.get(STATE)
+        if state is not None and state.pending.locked():
+            state.pending.release()
+
+    read_from_self.clears_fastloop_wakeup = True  # type: ignore[attr-defined]
+
+    def new_state(loop: Any) -> WakeupState:
+        # Only a loop whose self-pipe reader is ours (any fastloop version)
+        # ever clears the flag; anything else keeps writing every time.
+        try:
+            key = loop._selector.get_key(loop._ssock.fileno())
+            callback = key.data[0]._callback
+            coalesce = getattr(callback, "__func__", None) is not None and getattr(
+                callback.__func__, "clears_fastloop_wakeup", False
+            )
+        except Exception:  # closed, or a selector we do not know
+            coalesce = False
+        return WakeupState(coalesce)
+
+    def write_to_self(self: Any) -> None:
+        requested()
+        state = self.__dict__.get(STATE)
+        if state is None:
+            state = self.__dict__.setdefault(STATE, new_state(self))
+        elif state.generation != _fork.generation[0]:
+            state = self.__dict__[STATE] = new_state(self)
+        if state.coalesce and not state.pending.acquire(False):
+            return  # a wake-up is already on its way
+        written()
+        stock_write(self)
+
+    for replacement, original in (
+        (write_to_self, stock_write),
+        (read_from_self, stock_read),
+    ):
+        replacement.__wrapped__ = original  # type: ignore[attr-defined]
+        replacement.__name__ = original.__name__
+        replacement.__qualname__ = original.__qualname__
+    return [
+        Swap(cls, "_write_to_self", write_to_self),
+        Swap(cls, "_read_from_self", read_from_self),
+    ]
+
+
+PATCH = Patch(
+    name="wakeup",
+    target="asyncio.selector_events",
+    summary="asyncio selector loop: at most one self-pipe wake-up outstanding",
+    check=check,
+    apply=apply,
+)

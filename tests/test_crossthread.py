@@ -1,0 +1,412 @@
+"""Cross-thread add_callback and coalesced wake-ups: contracts, stress, counters.
+
+Stress scenarios run under stock Tornado too, as the reference: the same
+checks must hold there, or the test itself is wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import gc
+import os
+import signal
+import threading
+import time
+import weakref
+
+import pytest
+from tornado.ioloop import IOLoop
+
+import fastloop
+from conftest import differential
+
+BOTH = ["add_callback", "wakeup"]
+producer_id: contextvars.ContextVar[int] = contextvars.ContextVar(
+    "producer_id", default=-1
+)
+
+
+class LoopThread:
+    """An IOLoop running in its own thread, as in dask's workers."""
+
+    def __init__(self) -> None:
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        assert self.ready.wait(10)
+
+    def _run(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)
+        self.io = IOLoop.current()
+        self.io.add_callback(self.ready.set)
+        self.io.start()
+        self.io.close(all_fds=True)
+
+    def call(self, fn, *args):
+        """Run fn on the loop thread and wait for its result."""
+        box = []
+        done = threading.Event()
+
+        def run():
+            box.append(fn(*args))
+            done.set()
+
+        self.loop.call_soon_threadsafe(run)
+        assert done.wait(30), "loop thread did not respond"
+        return box[0]
+
+    def stop(self) -> None:
+        self.io.add_callback(self.io.stop)
+        self.thread.join(30)
+        assert not self.thread.is_alive(), "loop thread hung"
+
+
+def stress(producers: int, per_producer: int):
+    """Producers and the loop thread all schedule; return what was observed."""
+    runner = LoopThread()
+    seen: list[tuple[int, int, int]] = []
+    local = []
+    done = threading.Event()
+    total = producers * per_producer
+
+    def record(who: int, seq: int) -> None:
+        seen.append((who, seq, producer_id.get()))
+        if len(seen) == total:
+            done.set()
+
+    def local_work(n: int) -> None:  # the loop thread's own traffic meanwhile
+        local.append(n)
+        if n < 2000 and not done.is_set():
+            runner.io.add_callback(local_work, n + 1)
+
+    go = threading.Event()
+
+    def produce(who: int) -> None:
+        producer_id.set(who)
+        go.wait()
+        add = runner.io.add_callback
+        for seq in range(per_producer):
+            add(record, who, seq)
+
+    threads = [threading.Thread(target=produce, args=(i,)) for i in range(producers)]
+    for thread in threads:
+        thread.start()
+    runner.io.add_callback(local_work, 0)
+    go.set()
+    for thread in threads:
+        thread.join()
+    assert done.wait(120), f"only {len(seen)} of {total} callbacks ran"
+    runner.stop()
+    return seen, local
+
+
+def check_stress(seen, producers, per_producer):
+    assert len(seen) == producers * per_producer  # none lost
+    assert len(set((w, s) for w, s, _ in seen)) == len(seen)  # none duplicated
+    for who in range(producers):
+        sequence = [s for w, s, _ in seen if w == who]
+        assert sequence == list(range(per_producer)), f"producer {who} reordered"
+    assert all(w == ctx for w, _, ctx in seen)  # producer's context
+
+
+@pytest.mark.parametrize("patches", [[], BOTH], ids=["stock", "patched"])
+def test_stress_8_threads_exactly_once_in_order_in_context(patches):
+    with fastloop.patched(patches):
+        fastloop.reset_stats()
+        seen, local = stress(producers=8, per_producer=20_000)
+        snapshot = fastloop.stats()
+    check_stress(seen, 8, 20_000)
+    assert local == list(range(len(local)))  # the loop's own chain, undisturbed
+    if patches:
+        # 160,000 plus the harness's own three (start-up, first local_work, stop).
+        assert snapshot.add_callback.remote_callbacks == 160_003
+        assert snapshot.add_callback.drained == 160_003
+        assert snapshot.add_callback.drains < 1_000
+    else:
+        assert snapshot.add_callback.remote_callbacks == 0
+
+
+def blocked_loop_burst(calls: int, threads: int, use_ioloop: bool):
+    """Producers call while the loop thread is busy, then the loop catches up."""
+    runner = LoopThread()
+    release = threading.Event()
+    ran = []
+    all_ran = threading.Event()
+
+    def tick():
+        ran.append(1)
+        if len(ran) == calls:
+            all_ran.set()
+
+    runner.loop.call_soon_threadsafe(release.wait)  # keep the loop busy
+    add = runner.io.add_callback if use_ioloop else runner.loop.call_soon_threadsafe
+
+    def produce():
+        for _ in range(calls // threads):
+            add(tick)
+
+    workers = [threading.Thread(target=produce) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    release.set()
+    assert all_ran.wait(60)
+    runner.stop()
+    return len(ran)
+
+
+def test_counters_show_coalescing_while_the_loop_is_busy():
+    with fastloop.patched(BOTH):
+        fastloop.reset_stats()
+        assert blocked_loop_burst(10_000, 4, use_ioloop=True) == 10_000
+        snapshot = fastloop.stats()
+    # 10,000 plus the runner's own start-up and stop.
+    assert snapshot.add_callback.remote_callbacks == 10_002
+    assert snapshot.add_callback.drained == 10_002
+    # All 10,000 queued while one drain was pending: a couple of drains and
+    # wake-ups (the runner's own start-up and stop use a few), not thousands.
+    assert snapshot.add_callback.drains <= 5
+    assert snapshot.wakeup.written <= 5
+    assert snapshot.wakeup.requested >= snapshot.add_callback.drains
+
+
+def test_call_soon_threadsafe_writes_once_per_pending_wakeup():
+    with fastloop.patched(["wakeup"]):
+        fastloop.reset_stats()
+        assert blocked_loop_burst(3_000, 3, use_ioloop=False) == 3_000
+        snapshot = fastloop.stats()
+    assert snapshot.wakeup.requested >= 3_000
+    assert snapshot.wakeup.written <= 5
+
+
+def test_stock_reference_writes_once_per_call():
+    fastloop.reset_stats()
+    assert blocked_loop_burst(3_000, 3, use_ioloop=False) == 3_000
+    assert fastloop.stats().wakeup.written == 0  # stock code does not count
+
+
+@pytest.mark.parametrize("patches", [[], BOTH], ids=["stock", "patched"])
+def test_close_races_never_raise_or_hang(patches):
+    errors = []
+    with fastloop.patched(patches):
+        for _ in range(200):
+            runner = LoopThread()
+            stop = threading.Event()
+
+            def produce(io=runner.io, stop=stop):
+                try:
+                    while not stop.is_set():
+                        io.add_callback(lambda: None)
+                except BaseException as exc:
+                    errors.append(exc)
+
+            workers = [threading.Thread(target=produce) for _ in range(2)]
+            for worker in workers:
+                worker.start()
+            runner.stop()  # stop + close while producers are still adding
+            time.sleep(0.001)
+            stop.set()
+            for worker in workers:
+                worker.join(10)
+                assert not worker.is_alive(), "producer hung"
+    assert errors == []
+
+
+def test_closed_loop_frees_its_queue_and_callbacks_never_run():
+    with fastloop.patched(BOTH):
+        runner = LoopThread()
+        ran = []
+        runner.stop()
+        runner.io.add_callback(ran.append, "after close")  # no error, no run
+        remote = runner.io.__dict__.get("_fastloop_remote")
+        assert remote is not None and len(remote.items) == 0
+        probe = weakref.ref(remote)
+        io = weakref.ref(runner.io)
+        del runner, remote
+        gc.collect()
+        assert probe() is None and io() is None
+        assert ran == []
+
+
+@pytest.mark.parametrize("exception", [KeyboardInterrupt, SystemExit])
+def test_keyboard_interrupt_mid_drain_loses_nothing(exception):
+    def interrupt():
+        raise exception()
+
+    def scenario():
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            io = IOLoop.current()
+            order = []
+
+            def produce():
+                for item in ("a", interrupt, "b", "c"):
+                    if callable(item):
+                        io.add_callback(item)
+                    else:
+                        io.add_callback(order.append, item)
+
+            thread = threading.Thread(target=produce)
+            thread.start()
+            thread.join()
+            with pytest.raises(exception):
+                loop.run_forever()
+            order.append("interrupted")
+            loop.call_soon(loop.stop)
+            loop.run_forever()
+            io.close()
+            return order
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+
+    stock, patched = differential(scenario, BOTH)
+    assert stock == patched == ["a", "interrupted", "b", "c"]
+
+
+def test_uninstall_with_callbacks_still_queued_runs_them():
+    with fastloop.patched(BOTH):
+        runner = LoopThread()
+        fastloop.reset_stats()
+        release = threading.Event()
+        ran = []
+        runner.loop.call_soon_threadsafe(release.wait)
+        producer = threading.Thread(
+            target=lambda: [runner.io.add_callback(ran.append, i) for i in range(100)]
+        )
+        producer.start()
+        producer.join()
+        assert fastloop.stats().add_callback.remote_callbacks == 100
+    assert fastloop.installed() == frozenset()
+    release.set()
+    runner.call(lambda: None)
+    runner.stop()
+    assert ran == list(range(100))
+
+
+def test_several_loops_in_several_threads_stay_independent():
+    with fastloop.patched(BOTH):
+        runners = [LoopThread() for _ in range(3)]
+        seen = {i: [] for i in range(3)}
+        finished = threading.Barrier(4)
+
+        def produce(i):
+            for n in range(5_000):
+                runners[i].io.add_callback(
+                    lambda i=i, n=n: seen[i].append((n, threading.get_ident()))
+                )
+            runners[i].io.add_callback(lambda: None)
+            finished.wait()
+
+        producers = [threading.Thread(target=produce, args=(i,)) for i in range(3)]
+        for producer in producers:
+            producer.start()
+        finished.wait()
+        for runner in runners:
+            runner.call(lambda: None)  # a later callback: all before it ran
+        for runner in runners:
+            runner.stop()
+    for i, runner in enumerate(runners):
+        assert [n for n, _ in seen[i]] == list(range(5_000))
+        assert {ident for _, ident in seen[i]} == {runner.thread.ident}
+
+
+def test_signals_still_wake_a_sleeping_loop():
+    if not hasattr(signal, "SIGUSR1"):
+        pytest.skip("needs SIGUSR1")
+    with fastloop.patched(BOTH):
+        loop = asyncio.new_event_loop()
+        got = []
+        loop.add_signal_handler(
+            signal.SIGUSR1, lambda: (got.append("signal"), loop.stop())
+        )
+        # A pending coalesced wake-up first, then the signal while asleep.
+        loop.call_soon_threadsafe(lambda: got.append("threadsafe"))
+        killer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1))
+        killer.start()
+        watchdog = loop.call_later(30, loop.stop)
+        loop.run_forever()
+        watchdog.cancel()
+        loop.remove_signal_handler(signal.SIGUSR1)
+        loop.close()
+        killer.join()
+    assert got == ["threadsafe", "signal"]
+
+
+def test_loop_created_before_install_keeps_writing_every_time():
+    loop = asyncio.new_event_loop()  # its self-pipe reader is the stock one
+    try:
+        with fastloop.patched(["wakeup"]):
+            fastloop.reset_stats()
+            for _ in range(10):
+                loop.call_soon_threadsafe(lambda: None)
+            written = fastloop.stats().wakeup.written
+            loop.run_until_complete(asyncio.sleep(0))
+    finally:
+        loop.close()
+    assert written == 10
+
+
+def test_run_in_executor_storm_completes():
+    async def storm():
+        loop = asyncio.get_running_loop()
+        return await asyncio.gather(
+            *(loop.run_in_executor(None, pow, i, 2) for i in range(2_000))
+        )
+
+    with fastloop.patched(BOTH):
+        fastloop.reset_stats()
+        assert asyncio.run(storm()) == [i * i for i in range(2_000)]
+        snapshot = fastloop.stats()
+    assert snapshot.wakeup.requested >= 2_000
+    assert snapshot.wakeup.written <= snapshot.wakeup.requested
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_forked_child_starts_clean():
+    with fastloop.patched(BOTH):
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        io = IOLoop.current()
+        parent_ran = []
+        # Leave a queued callback and a pending wake-up behind in the parent.
+        thread = threading.Thread(
+            target=io.add_callback, args=(parent_ran.append, "parent")
+        )
+        thread.start()
+        thread.join()
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child
+            code = 1
+            try:
+                loop._ready.clear()  # the parent's drain handle is the parent's
+                ran = []
+
+                def produce():
+                    io.add_callback(ran.append, "child")
+                    io.add_callback(io.stop)
+
+                threading.Thread(target=produce).start()
+                timeout = loop.call_later(10, io.stop)
+                io.start()
+                timeout.cancel()
+                code = 0 if ran == ["child"] else 2
+            finally:
+                os.write(write_end, str(code).encode())
+                os._exit(0)
+        os.close(write_end)
+        os.waitpid(pid, 0)
+        child_code = os.read(read_end, 16)
+        os.close(read_end)
+        loop.call_soon(io.stop)
+        io.start()
+        io.close()
+        asyncio.set_event_loop(None)
+        loop.close()
+    assert child_code == b"0"
+    assert parent_ran == ["parent"]
