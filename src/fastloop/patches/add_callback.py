@@ -41,7 +41,7 @@ import collections
 import functools
 import threading
 from asyncio import events
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextvars import Context, copy_context
 from types import ModuleType
 from typing import Any
@@ -58,12 +58,14 @@ REMOTE = "_fastloop_remote"
 class RemoteQueue:
     """Callbacks added to one IOLoop from other threads, waiting for a drain."""
 
-    __slots__ = ("__weakref__", "generation", "items", "pending")
+    __slots__ = ("__weakref__", "base_event_loop", "generation", "items", "pending")
 
-    def __init__(self) -> None:
+    def __init__(self, loop: Any) -> None:
         self.items: collections.deque[tuple[Any, ...]] = collections.deque()
         self.pending = threading.Lock()  # held while a drain is scheduled
         self.generation = _fork.generation[0]
+        # asyncio's own loops: read _closed/_debug rather than call methods.
+        self.base_event_loop = isinstance(loop, asyncio.BaseEventLoop)
 
 
 _HANDLE_SLOTS = (
@@ -150,84 +152,84 @@ def apply(module: ModuleType) -> list[Swap]:
             return f"<fastloop CallbackBatch of {self._ioloop!r}>"
 
         def _run(self) -> None:
-            ioloop = self._ioloop
-            items = self._items
-            # items is flat (callback, args, kwargs, context, ...): one
-            # GC-tracked object fewer per callback than a list of tuples.
-            # A lone callback (the common case of a callback chain) skips
-            # building the grouping iterator: ~15% of a chain's cost.
-            remaining = None if len(items) == 4 else iter(items)
-            if remaining is None:
-                groups: Any = (items,)
-            else:
-                # No strict=: a keyword call costs ~150 ns a batch here.
-                groups = zip(remaining, remaining, remaining, remaining)  # noqa: B905
-            try:
-                for callback, args, kwargs, context in groups:
-                    # Each callback runs in the snapshot taken when it was
-                    # added, as Handle does; errors are handled as stock
-                    # _run_callback does, logging inside the same context.
-                    try:
-                        if kwargs:
-                            result = context.run(callback, *args, **kwargs)
-                        else:
-                            result = context.run(callback, *args)
-                        if result is not None:
-                            context.run(adopt_result, ioloop, result)
-                    except cancelled:
-                        pass
-                    except Exception:
-                        context.run(
-                            app_log.error,
-                            "Exception in callback %r",
-                            functools.partial(callback, *args, **kwargs),
-                            exc_info=True,
-                        )
-                    except (SystemExit, KeyboardInterrupt):
-                        raise
-                    except BaseException as exc:
-                        self._report(callback, args, kwargs, context, exc)
-            except BaseException as exc:
-                # The callbacks not yet run go back to the *front* of the ready
-                # queue, where stock's remaining handles would still be, so
-                # they run first when the loop runs again: nothing is lost.
-                rest = list(remaining) if remaining is not None else []
-                if rest:
-                    requeue_first(CallbackBatch(ioloop, self._loop, rest))
-                if isinstance(exc, (SystemExit, KeyboardInterrupt)):
-                    raise  # leaves run_forever, as stock Handle._run lets it
-                # Only a failing logging handler gets here; Handle._run
-                # would report it to the loop rather than crash the loop.
-                self._loop.call_exception_handler(
-                    {
-                        "message": f"Exception in {self!r}",
-                        "exception": exc,
-                        "handle": self,
-                    }
-                )
+            run_items(self._ioloop, self._loop, self._items, self)
 
-        def _report(
-            self,
-            callback: Callable[..., Any],
-            args: tuple[Any, ...],
-            kwargs: dict[str, Any],
-            context: Context,
-            exc: BaseException,
-        ) -> None:
-            # What Handle._run does with a BaseException that is neither
-            # Exception nor CancelledError, worded as for the stock handle.
-            partial = functools.partial(callback, *args, **kwargs)
-            run_callback = self._ioloop._run_callback
-            self._loop.call_exception_handler(
+    def run_items(ioloop: Any, loop: Any, items: Sequence[Any], handle: Any) -> None:
+        """Run flat (callback, args, kwargs, context, ...) items in order."""
+        # Flat rather than a list of tuples: one GC-tracked object fewer per
+        # callback.  A lone callback (a callback chain, a cross-thread ping)
+        # skips building the grouping iterator: ~15% of a chain's cost.
+        remaining = None if len(items) == 4 else iter(items)
+        if remaining is None:
+            groups: Any = (items,)
+        else:
+            # No strict=: a keyword call costs ~150 ns a batch here.
+            groups = zip(remaining, remaining, remaining, remaining)  # noqa: B905
+        try:
+            for callback, args, kwargs, context in groups:
+                # Each callback runs in the snapshot taken when it was added,
+                # as Handle does; errors are handled as stock _run_callback
+                # does, logging inside the same context.
+                try:
+                    if kwargs:
+                        result = context.run(callback, *args, **kwargs)
+                    else:
+                        result = context.run(callback, *args)
+                    if result is not None:
+                        context.run(adopt_result, ioloop, result)
+                except cancelled:
+                    pass
+                except Exception:
+                    context.run(
+                        app_log.error,
+                        "Exception in callback %r",
+                        functools.partial(callback, *args, **kwargs),
+                        exc_info=True,
+                    )
+                except (SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:
+                    report(ioloop, loop, callback, args, kwargs, context, exc)
+        except BaseException as exc:
+            # The callbacks not yet run go back to the *front* of the ready
+            # queue, where stock's remaining handles would still be, so they
+            # run first when the loop runs again: nothing is lost.
+            rest = list(remaining) if remaining is not None else []
+            if rest:
+                requeue_first(CallbackBatch(ioloop, loop, rest))
+            if isinstance(exc, (SystemExit, KeyboardInterrupt)):
+                raise  # leaves run_forever, as stock Handle._run lets it
+            # Only a failing logging handler gets here; Handle._run would
+            # report it to the loop rather than crash the loop.
+            loop.call_exception_handler(
                 {
-                    "message": "Exception in callback "
-                    + format_callback(run_callback, (partial,)),
+                    "message": f"Exception in {handle!r}",
                     "exception": exc,
-                    "handle": events.Handle(
-                        run_callback, (partial,), self._loop, context
-                    ),
+                    "handle": handle,
                 }
             )
+
+    def report(
+        ioloop: Any,
+        loop: Any,
+        callback: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        context: Context,
+        exc: BaseException,
+    ) -> None:
+        # What Handle._run does with a BaseException that is neither
+        # Exception nor CancelledError, worded as for the stock handle.
+        partial = functools.partial(callback, *args, **kwargs)
+        run_callback = ioloop._run_callback
+        loop.call_exception_handler(
+            {
+                "message": "Exception in callback "
+                + format_callback(run_callback, (partial,)),
+                "exception": exc,
+                "handle": events.Handle(run_callback, (partial,), loop, context),
+            }
+        )
 
     def requeue_first(batch: CallbackBatch) -> None:
         ready = getattr(batch._loop, "_ready", None)
@@ -244,50 +246,39 @@ def apply(module: ModuleType) -> list[Swap]:
             return None  # a subclass customises error handling: respect it
         return ready
 
-    # A plain function, not a wrapt FunctionWrapper: this is the hottest path
-    # in a Tornado process and the wrapper layer costs a measurable share of
-    # the ~1 us per callback left after batching.
     queued = stats.REMOTE_CALLBACKS.increment
     drains = stats.REMOTE_DRAINS.increment
     drained = stats.REMOTE_DRAINED.add
+    drained_one = stats.REMOTE_DRAINED.increment
+
+    generation = _fork.generation
 
     def drain(ioloop: Any, remote: RemoteQueue) -> None:
         # Release first, then snapshot: anything appended from here on finds
         # the flag free and schedules the next drain itself.
         remote.pending.release()
-        popleft = remote.items.popleft
-        items: list[Any] = []
-        for _ in range(len(remote.items)):
-            items += popleft()
+        queue = remote.items
+        count = len(queue)
         drains()
-        if items:
-            drained(len(items) // 4)
-            CallbackBatch(ioloop, ioloop.asyncio_loop, items)._run()
+        if count == 1:  # a lone callback: its tuple is already flat
+            drained_one()
+            run_items(ioloop, ioloop.asyncio_loop, queue.popleft(), remote)
+        elif count:
+            drained(count)
+            popleft = queue.popleft
+            items: list[Any] = []
+            for _ in range(count):
+                items += popleft()
+            run_items(ioloop, ioloop.asyncio_loop, items, remote)
 
-    def add_remote(ioloop: Any, loop: Any, item: tuple[Any, ...]) -> bool:
-        """Queue a callback from another thread; False means use the stock path."""
-        if loop.get_debug():
-            return False
-        remote = ioloop.__dict__.get(REMOTE)
-        if remote is None:
-            remote = ioloop.__dict__.setdefault(REMOTE, RemoteQueue())
-        elif remote.generation != _fork.generation[0]:
-            remote = ioloop.__dict__[REMOTE] = (
-                RemoteQueue()
-            )  # forked child: start clean
-        if loop.is_closed():
-            remote.items.clear()  # nothing queued can run any more: free it
-            return True
-        remote.items.append(item)
-        queued()
-        if remote.pending.acquire(False):
-            try:
-                loop.call_soon_threadsafe(drain, ioloop, remote)
-            except (RuntimeError, AttributeError):
-                # Closed under our feet (AttributeError: proactor's race, as
-                # in stock).  Keep the flag held: later calls see is_closed().
-                remote.items.clear()
-        return True
+    def remote_queue(ioloop: Any) -> RemoteQueue:
+        remote: RemoteQueue | None = ioloop.__dict__.get(REMOTE)
+        if remote is None:  # setdefault: two first producers share one queue
+            fresh = RemoteQueue(ioloop.asyncio_loop)
+            return ioloop.__dict__.setdefault(REMOTE, fresh)  # type: ignore[no-any-return]
+        fresh = RemoteQueue(ioloop.asyncio_loop)  # a forked child starts clean
+        ioloop.__dict__[REMOTE] = fresh
+        return fresh
 
     # A plain function, not a wrapt FunctionWrapper: this is the hottest path
     # in a Tornado process and the wrapper layer costs a measurable share of
@@ -315,8 +306,29 @@ def apply(module: ModuleType) -> list[Swap]:
                     items = [callback, args, kwargs, copy_context()]
                     ready.append(CallbackBatch(self, loop, items))
                     return
-        elif add_remote(self, loop, (callback, args, kwargs, copy_context())):
-            return
+        else:
+            remote = self.__dict__.get(REMOTE)
+            if remote is None or remote.generation != generation[0]:
+                remote = remote_queue(self)
+            if remote.base_event_loop:
+                closed, debug = loop._closed, loop._debug
+            else:
+                closed, debug = loop.is_closed(), loop.get_debug()
+            if not debug:
+                if closed:
+                    remote.items.clear()  # nothing queued can run any more
+                    return
+                remote.items.append((callback, args, kwargs, copy_context()))
+                queued()
+                if remote.pending.acquire(False):
+                    try:
+                        loop.call_soon_threadsafe(drain, self, remote)
+                    except (RuntimeError, AttributeError):
+                        # Closed under our feet (AttributeError: the proactor
+                        # race stock mentions).  The flag stays held: later
+                        # calls see the loop closed.
+                        remote.items.clear()
+                return
         stock_add_callback(self, callback, *args, **kwargs)
 
     functools.update_wrapper(add_callback, stock_add_callback)

@@ -31,6 +31,7 @@ the C signal handler writes to the pipe itself, not through here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from types import ModuleType
 from typing import Any
@@ -78,13 +79,16 @@ def apply(module: ModuleType) -> list[Swap]:
     stock_read: Any = cls.__dict__["_read_from_self"]
     requested = stats.WAKEUPS_REQUESTED.increment
     written = stats.WAKEUPS_WRITTEN.increment
+    generation = _fork.generation
 
     def read_from_self(self: Any) -> None:
         stock_read(self)
         # The pipe is empty now: only now may a producer write again.
         state = self.__dict__.get(STATE)
-        if state is not None and state.pending.locked():
-            state.pending.release()
+        if state is not None:
+            # RuntimeError: not held (a signal's byte, or a stock writer).
+            with contextlib.suppress(RuntimeError):
+                state.pending.release()
 
     read_from_self.clears_fastloop_wakeup = True  # type: ignore[attr-defined]
 
@@ -106,7 +110,7 @@ def apply(module: ModuleType) -> list[Swap]:
         state = self.__dict__.get(STATE)
         if state is None:
             state = self.__dict__.setdefault(STATE, new_state(self))
-        elif state.generation != _fork.generation[0]:
+        elif state.generation != generation[0]:
             state = self.__dict__[STATE] = new_state(self)
         if state.coalesce and not state.pending.acquire(False):
             return  # a wake-up is already on its way
