@@ -19,7 +19,11 @@ import pytest
 from tests_support import require_installed_pth
 
 REPO = Path(__file__).resolve().parents[1]
-PROBE = "import tornado.platform.asyncio, fastloop; print(sorted(fastloop.installed()))"
+PROBE = (
+    "import tornado.platform.asyncio, tornado.iostream, fastloop; "
+    "print(sorted(fastloop.installed()))"
+)
+ALL = "['add_callback', 'wakeup', 'write_to_fd']"
 
 
 @pytest.fixture(scope="module")
@@ -28,14 +32,15 @@ def pth() -> Path:
 
 
 def run(
-    code: str, fastloop: str | None, *flags: str
+    code: str, fastloop: str | None, *flags: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    environ.update(env or {})
     if fastloop is not None:
-        env["FASTLOOP"] = fastloop
+        environ["FASTLOOP"] = fastloop
     return subprocess.run(
         [sys.executable, *flags, "-c", code],
-        env=env,
+        env=environ,
         capture_output=True,
         text=True,
         timeout=120,
@@ -79,10 +84,10 @@ def test_installed_pth_is_the_one_line_we_ship(pth):
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        ("1", "['add_callback', 'wakeup']"),
-        ("true", "['add_callback', 'wakeup']"),
-        ("all", "['add_callback', 'wakeup']"),
-        (" ALL ", "['add_callback', 'wakeup']"),
+        ("1", ALL),
+        ("true", ALL),
+        ("all", ALL),
+        (" ALL ", ALL),
         ("add_callback", "['add_callback']"),
         ("wakeup", "['wakeup']"),
     ],
@@ -134,7 +139,7 @@ def test_set_does_not_import_tornado_at_start_up(pth):
         ("-1", "[]", "'-1'"),
         ("add_callback wakeup", "[]", "'add_callback wakeup'"),
         ("1,add_callback", "['add_callback']", "'1'"),
-        ("all,nope", "['add_callback', 'wakeup']", "'nope'"),
+        ("all,nope", ALL, "'nope'"),
     ],
 )
 def test_malformed_values_print_one_line_and_the_program_runs_on(
@@ -147,3 +152,35 @@ def test_malformed_values_print_one_line_and_the_program_runs_on(
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"fastloop: ignoring {bad} in FASTLOOP=")
     assert "accepted:" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "bad"),
+    [
+        ("FASTLOOP_SLOW_WRITE_MS", "soon", "'soon'"),
+        ("FASTLOOP_SLOW_WRITE_MS", "-3", "'-3'"),
+        ("FASTLOOP_SLOW_WRITE_MS", "nan", "'nan'"),
+        ("FASTLOOP_WRITE_CPU", "maybe", "'maybe'"),
+    ],
+)
+def test_malformed_settings_print_one_line_and_the_rest_applies(
+    pth, variable, value, bad
+):
+    code = (
+        PROBE + "; from fastloop.config import settings; print(settings.slow_write_ms)"
+    )
+    result = run(code, "1", env={variable: value})
+    assert result.returncode == 0
+    assert result.stdout.splitlines() == [ALL, "5.0"]
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"fastloop: ignoring {bad} in {variable}=")
+
+
+def test_settings_from_the_environment_apply(pth):
+    code = "from fastloop.config import settings; print(settings)"
+    result = run(
+        code, "1", env={"FASTLOOP_SLOW_WRITE_MS": "2.5", "FASTLOOP_WRITE_CPU": "1"}
+    )
+    assert result.returncode == 0, result.stderr
+    assert "slow_write_ms=2.5, write_cpu=True" in result.stdout

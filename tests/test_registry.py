@@ -28,7 +28,12 @@ def test_install_is_idempotent_and_reports_what_is_active():
     first = fastloop.install()
     wrapper = current_add_callback()
     second = fastloop.install()
-    assert first == second == fastloop.installed() == {"add_callback", "wakeup"}
+    assert (
+        first
+        == second
+        == fastloop.installed()
+        == {"add_callback", "wakeup", "write_to_fd"}
+    )
     assert current_add_callback() is wrapper is not STOCK_ADD_CALLBACK
     assert wrapper.__wrapped__ is STOCK_ADD_CALLBACK
 
@@ -60,7 +65,9 @@ def test_a_single_name_string_is_accepted():
 
 def test_patched_restores_the_prior_state():
     with fastloop.patched() as active:
-        assert active == fastloop.installed() == {"add_callback", "wakeup"}
+        assert (
+            active == fastloop.installed() == {"add_callback", "wakeup", "write_to_fd"}
+        )
     assert fastloop.installed() == frozenset()
     assert current_add_callback() is STOCK_ADD_CALLBACK
 
@@ -68,7 +75,7 @@ def test_patched_restores_the_prior_state():
     wrapper = current_add_callback()
     with fastloop.patched(["add_callback"]):
         pass
-    assert fastloop.installed() == {"add_callback", "wakeup"}
+    assert fastloop.installed() == {"add_callback", "wakeup", "write_to_fd"}
     assert current_add_callback() is wrapper
 
 
@@ -123,7 +130,7 @@ def test_changed_implementation_declines(monkeypatch):
         "no longer uses call_soon(_run_callback)"
         in fastloop.available()["add_callback"]
     )
-    assert fastloop.install() == {"wakeup"}  # the others still apply
+    assert fastloop.install() == {"wakeup", "write_to_fd"}  # the others still apply
     assert tornado_asyncio.BaseAsyncIOLoop.__dict__["add_callback"] is add_callback
 
 
@@ -214,17 +221,17 @@ def test_install_before_tornado_is_imported_applies_on_import():
         armed = fastloop.install()
         assert "tornado" not in sys.modules, "install() must not import tornado"
         print(sorted(armed), sorted(fastloop.installed()))
-        import tornado.ioloop, tornado.platform.asyncio as m
+        import tornado.ioloop, tornado.iostream, tornado.platform.asyncio as m
         print(sorted(fastloop.installed()), hasattr(m.BaseAsyncIOLoop.add_callback,
               "__wrapped__"))
         """
     )
     assert result.returncode == 0, result.stderr
-    # wrapt imports asyncio, so the wakeup patch applies at once; add_callback
-    # waits for Tornado.
+    # wrapt imports asyncio, so the wakeup patch applies at once; the
+    # Tornado patches wait for Tornado.
     assert result.stdout.splitlines() == [
-        "['add_callback', 'wakeup'] ['wakeup']",
-        "['add_callback', 'wakeup'] True",
+        "['add_callback', 'wakeup', 'write_to_fd'] ['wakeup']",
+        "['add_callback', 'wakeup', 'write_to_fd'] True",
     ]
 
 

@@ -25,8 +25,15 @@ def run() -> None:
         from fastloop import _registry, config, patches  # noqa: F401  (registers)
 
         names, problems = config.patches_from_environ(os.environ, _registry.known())
-        for problem in problems:
+        chosen, setting_problems = config.settings_from_environ(os.environ)
+        for problem in problems + setting_problems:
             print(problem, file=sys.stderr)
+        for name, value in chosen.items():
+            setattr(config.settings, name, value)
+        if config.settings.report is not None:
+            from fastloop import _stats
+
+            _stats.arm_exit_report()
         if names is None or names:
             _registry.install(names)
     except Exception as exc:  # start-up must go on whatever happens here

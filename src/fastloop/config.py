@@ -64,3 +64,110 @@ def patches_from_environ(
     environ: Mapping[str, str], known: Sequence[str]
 ) -> tuple[frozenset[str] | None, list[Problem]]:
     return parse_patches(environ.get("FASTLOOP"), known)
+
+
+# --- settings shared with fastloop.configure() --------------------------------
+
+
+@dataclass
+class Settings:
+    """What the ``FASTLOOP_*`` variables and ``fastloop.configure()`` set.
+
+    Patched code reads these at call time, so a change applies at once.
+    """
+
+    slow_write_ms: float = 5.0
+    write_cpu: bool = False
+    report: str | None = None  # None: no exit report; "stderr"; or a JSON path
+
+    @property
+    def slow_write_ns(self) -> int:
+        return int(self.slow_write_ms * 1_000_000)
+
+
+settings = Settings()
+
+SETTING_VARIABLES = {
+    "slow_write_ms": "FASTLOOP_SLOW_WRITE_MS",
+    "write_cpu": "FASTLOOP_WRITE_CPU",
+    "report": "FASTLOOP_REPORT",
+}
+
+
+class SettingError(ValueError):
+    """A setting value that cannot be used; ``str()`` is the accepted form."""
+
+
+def parse_setting(name: str, value: object) -> object:
+    """Validate one setting from code or from the environment (strings)."""
+    if name == "slow_write_ms":
+        try:
+            number = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise SettingError("a number >= 0 (milliseconds; 0 turns it off)") from None
+        if not number >= 0 or number == float("inf"):
+            raise SettingError("a number >= 0 (milliseconds; 0 turns it off)")
+        return number
+    if name == "write_cpu":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in {"1", "true"}:
+            return True
+        if text in {"0", "false", ""}:
+            return False
+        raise SettingError("1 or 0")
+    if name == "report":
+        if value is None or value is False:
+            return None
+        text = str(value).strip()
+        if text.lower() in {"", "0", "false"}:
+            return None
+        if text.lower() in {"1", "true", "stderr"}:
+            return "stderr"
+        return text
+    raise SettingError(f"one of {', '.join(SETTING_VARIABLES)}")
+
+
+def settings_from_environ(
+    environ: Mapping[str, str],
+) -> tuple[dict[str, object], list[Problem]]:
+    """The settings the environment asks for, and a problem line per bad one."""
+    chosen: dict[str, object] = {}
+    problems: list[Problem] = []
+    for name, variable in SETTING_VARIABLES.items():
+        if variable not in environ:
+            continue
+        raw = environ[variable]
+        try:
+            chosen[name] = parse_setting(name, raw)
+        except SettingError as accepted:
+            problems.append(
+                Problem(variable, raw, (raw.strip() or raw,), str(accepted))
+            )
+    return chosen, problems
+
+
+def configure(**changes: object) -> None:
+    """Change settings at run time; same names and values as the variables.
+
+    Raises ``ValueError`` naming the setting and what it accepts; nothing is
+    changed unless every value is valid.
+    """
+    parsed: dict[str, object] = {}
+    for name, value in changes.items():
+        if name not in SETTING_VARIABLES:
+            valid = ", ".join(SETTING_VARIABLES)
+            raise ValueError(f"unknown fastloop setting {name!r}; valid: {valid}")
+        try:
+            parsed[name] = parse_setting(name, value)
+        except SettingError as accepted:
+            raise ValueError(
+                f"fastloop setting {name}={value!r}: expected {accepted}"
+            ) from None
+    for name, value in parsed.items():
+        setattr(settings, name, value)
+    if settings.report is not None:
+        from fastloop import _stats
+
+        _stats.arm_exit_report()

@@ -1,7 +1,8 @@
 """The patch records, one module each, registered in default-set order."""
 
 from fastloop._registry import register
-from fastloop.patches import add_callback, wakeup
+from fastloop.patches import add_callback, wakeup, write_to_fd
 
 register(add_callback.PATCH)
 register(wakeup.PATCH)
+register(write_to_fd.PATCH)

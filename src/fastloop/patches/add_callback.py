@@ -46,7 +46,8 @@ from contextvars import Context, copy_context
 from types import ModuleType
 from typing import Any
 
-from fastloop import _fork, stats
+from fastloop import _fork
+from fastloop import _stats as stats
 from fastloop._registry import Patch, Swap
 
 _get_running_loop: Callable[[], Any] = events._get_running_loop

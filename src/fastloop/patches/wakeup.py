@@ -32,11 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 from types import ModuleType
 from typing import Any
 
-from fastloop import _fork, stats
+from fastloop import _fork
+from fastloop import _stats as stats
 from fastloop._registry import Patch, Swap
 
 #: Per-loop state lives in the loop's ``__dict__`` under this key.
@@ -117,13 +119,8 @@ def apply(module: ModuleType) -> list[Swap]:
         written()
         stock_write(self)
 
-    for replacement, original in (
-        (write_to_self, stock_write),
-        (read_from_self, stock_read),
-    ):
-        replacement.__wrapped__ = original  # type: ignore[attr-defined]
-        replacement.__name__ = original.__name__
-        replacement.__qualname__ = original.__qualname__
+    functools.update_wrapper(write_to_self, stock_write)
+    functools.update_wrapper(read_from_self, stock_read)
     return [
         Swap(cls, "_write_to_self", write_to_self),
         Swap(cls, "_read_from_self", read_from_self),

@@ -1,0 +1,402 @@
+"""Process-wide counters of what the patches did, immutable snapshots, a report.
+
+Counters are bumped from any thread: by producers of cross-thread callbacks
+and by every loop thread.  ``itertools.count.__next__`` is one C call, so an
+increment is atomic under the GIL and costs ~25 ns, with no lock; the rare
+bulk additions (one per drain) take a lock.  ``write_to_fd`` timings go to a
+per-thread accumulator (every stream is written by its loop's thread only,
+so each accumulator has a single writer) that snapshots sum.
+``reset_stats()`` records a baseline instead of swapping objects, so patched
+code can bind counters once.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import sys
+import threading
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: log2 buckets of nanoseconds: bucket i holds durations d with
+#: d.bit_length() == i, i.e. 2**(i-1) <= d < 2**i (bucket 0: d == 0).
+BUCKETS = 64
+
+
+class Counter:
+    """A monotonic, thread-safe event count."""
+
+    __slots__ = ("_bulk", "_count", "_lock", "increment")
+
+    def __init__(self) -> None:
+        self._count = itertools.count()
+        self._bulk = 0
+        self._lock = threading.Lock()
+        #: Count one event: atomic, lock-free.
+        self.increment = self._count.__next__
+
+    def add(self, amount: int) -> None:
+        with self._lock:
+            self._bulk += amount
+
+    def value(self) -> int:
+        # repr(count(7)) == "count(7)": the only way to read it without a bump.
+        return int(repr(self._count)[6:-1]) + self._bulk
+
+
+# add_callback from other threads
+REMOTE_CALLBACKS = Counter()  # callbacks queued by producer threads
+REMOTE_DRAINS = Counter()  # drain entries the loops ran
+REMOTE_DRAINED = Counter()  # callbacks those drains took off the queues
+# asyncio selector loop self-pipe
+WAKEUPS_REQUESTED = Counter()  # _write_to_self calls (call_soon_threadsafe & co)
+WAKEUPS_WRITTEN = Counter()  # bytes actually written to a self-pipe
+# write_to_fd, rare events
+SLOW_WRITES = Counter()  # calls slower than FASTLOOP_SLOW_WRITE_MS
+
+_COUNTERS = {
+    "remote_callbacks": REMOTE_CALLBACKS,
+    "remote_drains": REMOTE_DRAINS,
+    "remote_drained": REMOTE_DRAINED,
+    "wakeups_requested": WAKEUPS_REQUESTED,
+    "wakeups_written": WAKEUPS_WRITTEN,
+    "slow_writes": SLOW_WRITES,
+}
+
+
+class WriteAccumulator:
+    """One thread's ``write_to_fd`` totals; only that thread writes to it."""
+
+    __slots__ = (
+        "calls",
+        "cpu_calls",
+        "cpu_ns",
+        "errors",
+        "histogram",
+        "max_ns",
+        "offered",
+        "wall_ns",
+        "would_block",
+        "written",
+    )
+
+    def __init__(self) -> None:
+        self.calls = self.offered = self.written = 0
+        self.would_block = self.errors = 0
+        self.wall_ns = self.max_ns = 0
+        self.cpu_ns = self.cpu_calls = 0
+        self.histogram = [0] * BUCKETS
+
+    def totals(self) -> list[int]:
+        return [
+            self.calls,
+            self.offered,
+            self.written,
+            self.would_block,
+            self.errors,
+            self.wall_ns,
+            self.cpu_ns,
+            self.cpu_calls,
+            *self.histogram,
+        ]
+
+
+_local = threading.local()
+_accumulators: list[WriteAccumulator] = []
+_accumulators_lock = threading.Lock()
+
+
+def write_accumulator() -> WriteAccumulator:
+    """This thread's accumulator (created on its first write)."""
+    try:
+        return _local.writes  # type: ignore[no-any-return]
+    except AttributeError:
+        accumulator = _local.writes = WriteAccumulator()
+        with _accumulators_lock:
+            _accumulators.append(accumulator)
+        return accumulator
+
+
+class StreamCounters:
+    """Counters kept on one stream object, so nothing global grows per stream."""
+
+    __slots__ = (
+        "calls",
+        "errors",
+        "max_ns",
+        "offered",
+        "wall_ns",
+        "would_block",
+        "written",
+    )
+
+    def __init__(self) -> None:
+        self.calls = self.offered = self.written = 0
+        self.would_block = self.errors = self.wall_ns = self.max_ns = 0
+
+
+@dataclass(frozen=True)
+class StreamStats:
+    """One stream's ``write_to_fd`` counters (``fastloop.stream_stats``)."""
+
+    calls: int = 0
+    bytes_offered: int = 0
+    bytes_written: int = 0
+    would_block: int = 0
+    errors: int = 0
+    total_ns: int = 0
+    max_ns: int = 0
+
+
+def stream_stats(stream: object) -> StreamStats:
+    """The write counters of one IOStream (zeros if it never wrote while patched)."""
+    counters = getattr(stream, "__dict__", {}).get("_fastloop_writes")
+    if counters is None:
+        return StreamStats()
+    return StreamStats(
+        calls=counters.calls,
+        bytes_offered=counters.offered,
+        bytes_written=counters.written,
+        would_block=counters.would_block,
+        errors=counters.errors,
+        total_ns=counters.wall_ns,
+        max_ns=counters.max_ns,
+    )
+
+
+@dataclass(frozen=True)
+class AddCallbackStats:
+    remote_callbacks: int
+    """Callbacks queued by threads other than the loop's."""
+    drains: int
+    """Times a loop took its cross-thread queue in one ready-queue entry."""
+    drained: int
+    """Callbacks run by those drains."""
+
+
+@dataclass(frozen=True)
+class WakeupStats:
+    requested: int
+    """Self-pipe wake-ups asked for (every call_soon_threadsafe)."""
+    written: int
+    """Bytes actually written to a self-pipe; the rest were coalesced."""
+
+
+def _bucket_upper_ns(index: int) -> int:
+    return (1 << index) - 1 if index else 0
+
+
+@dataclass(frozen=True)
+class WriteStats:
+    """``write_to_fd`` calls across every stream of the process."""
+
+    calls: int
+    bytes_offered: int
+    bytes_written: int
+    would_block: int
+    """Calls that wrote nothing: 0 returned, or BlockingIOError."""
+    errors: int
+    """Calls that raised anything else."""
+    total_ns: int
+    max_ns: int
+    slow: int
+    """Calls slower than the slow-write threshold."""
+    cpu_ns: int
+    """Thread CPU time in calls timed with ``write_cpu`` (0 when off)."""
+    cpu_calls: int
+    stalled_ns: int
+    """Wall minus CPU time of those calls: waiting on the kernel or the GIL."""
+    histogram: tuple[tuple[int, int], ...] = field(default=())
+    """(upper bound in ns, calls) per non-empty log2 bucket."""
+
+    def percentile_ns(self, fraction: float) -> int:
+        """Upper bound of the bucket holding that fraction of calls (0 if none)."""
+        if not self.calls:
+            return 0
+        wanted = fraction * self.calls
+        seen = 0
+        for upper, count in self.histogram:
+            seen += count
+            if seen >= wanted:
+                return min(upper, self.max_ns)
+        return self.max_ns
+
+    @property
+    def p50_ns(self) -> int:
+        return self.percentile_ns(0.50)
+
+    @property
+    def p90_ns(self) -> int:
+        return self.percentile_ns(0.90)
+
+    @property
+    def p99_ns(self) -> int:
+        return self.percentile_ns(0.99)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the patches did since start-up or the last ``reset_stats()``."""
+
+    add_callback: AddCallbackStats
+    wakeup: WakeupStats
+    write_to_fd: WriteStats
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data (percentiles included)."""
+        data = asdict(self)
+        writes = data["write_to_fd"]
+        writes["histogram"] = [list(pair) for pair in self.write_to_fd.histogram]
+        writes["p50_ns"] = self.write_to_fd.p50_ns
+        writes["p90_ns"] = self.write_to_fd.p90_ns
+        writes["p99_ns"] = self.write_to_fd.p99_ns
+        return data
+
+
+_baseline_lock = threading.Lock()
+_baseline_counters: dict[str, int] = dict.fromkeys(_COUNTERS, 0)
+_baseline_writes: list[int] = [0] * (8 + BUCKETS)
+
+
+def _write_totals() -> tuple[list[int], int]:
+    with _accumulators_lock:
+        accumulators = list(_accumulators)
+    sums = [0] * (8 + BUCKETS)
+    max_ns = 0
+    for accumulator in accumulators:
+        for index, value in enumerate(accumulator.totals()):
+            sums[index] += value
+        max_ns = max(max_ns, accumulator.max_ns)
+    return sums, max_ns
+
+
+def stats() -> Snapshot:
+    """An immutable snapshot of every patch's counters."""
+    with _baseline_lock:
+        now = {n: c.value() - _baseline_counters[n] for n, c in _COUNTERS.items()}
+        sums, max_ns = _write_totals()
+        writes = [
+            value - base for value, base in zip(sums, _baseline_writes, strict=True)
+        ]
+    calls, offered, written, would_block, errors, wall_ns, cpu_ns, cpu_calls = writes[
+        :8
+    ]
+    histogram = tuple(
+        (_bucket_upper_ns(index), count)
+        for index, count in enumerate(writes[8:])
+        if count
+    )
+    return Snapshot(
+        add_callback=AddCallbackStats(
+            remote_callbacks=now["remote_callbacks"],
+            drains=now["remote_drains"],
+            drained=now["remote_drained"],
+        ),
+        wakeup=WakeupStats(
+            requested=now["wakeups_requested"], written=now["wakeups_written"]
+        ),
+        write_to_fd=WriteStats(
+            calls=calls,
+            bytes_offered=offered,
+            bytes_written=written,
+            would_block=would_block,
+            errors=errors,
+            total_ns=wall_ns,
+            max_ns=max_ns if calls else 0,
+            slow=now["slow_writes"],
+            cpu_ns=cpu_ns,
+            cpu_calls=cpu_calls,
+            stalled_ns=max(0, _cpu_timed_wall(writes) - cpu_ns) if cpu_calls else 0,
+            histogram=histogram,
+        ),
+    )
+
+
+def _cpu_timed_wall(writes: list[int]) -> int:
+    # Wall time is only comparable with CPU time when every call was CPU-timed;
+    # when the setting changed mid-run, scale to the CPU-timed share of calls.
+    calls, wall_ns, cpu_calls = writes[0], writes[5], writes[7]
+    return wall_ns if cpu_calls >= calls else wall_ns * cpu_calls // max(calls, 1)
+
+
+def reset_stats() -> None:
+    """Start every counter from zero (the maximum too)."""
+    with _baseline_lock:
+        for name, counter in _COUNTERS.items():
+            _baseline_counters[name] = counter.value()
+        sums, _ = _write_totals()
+        _baseline_writes[:] = sums
+        with _accumulators_lock:
+            for accumulator in _accumulators:
+                accumulator.max_ns = 0
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:.3f} ms" if ns >= 1_000_000 else f"{ns / 1e3:.1f} us"
+
+
+def report(snapshot: Snapshot | None = None) -> str:
+    """A readable table of ``stats()``."""
+    s = snapshot or stats()
+    w, a, k = s.write_to_fd, s.add_callback, s.wakeup
+    lines = ["fastloop report", ""]
+    lines.append("write_to_fd (every tornado.iostream stream)")
+    lines.append(f"  calls            {w.calls:>14,}")
+    lines.append(f"  bytes offered    {w.bytes_offered:>14,}")
+    lines.append(f"  bytes written    {w.bytes_written:>14,}")
+    lines.append(f"  would block      {w.would_block:>14,}")
+    lines.append(f"  errors           {w.errors:>14,}")
+    if w.calls:
+        lines.append(
+            f"  time per call    p50 <= {_ms(w.p50_ns)}, p90 <= {_ms(w.p90_ns)}, "
+            f"p99 <= {_ms(w.p99_ns)}, max {_ms(w.max_ns)}"
+        )
+        lines.append(f"  total time       {_ms(w.total_ns)}")
+    lines.append(f"  slow calls       {w.slow:>14,}")
+    if w.cpu_calls:
+        share = w.stalled_ns / max(w.stalled_ns + w.cpu_ns, 1)
+        lines.append(
+            f"  stalled          {_ms(w.stalled_ns)} of wall time ({share:.0%}), "
+            f"CPU {_ms(w.cpu_ns)}"
+        )
+    lines.append("")
+    lines.append("add_callback from other threads")
+    lines.append(f"  callbacks queued {a.remote_callbacks:>14,}")
+    lines.append(f"  drains           {a.drains:>14,}")
+    if a.drains:
+        lines.append(f"  per drain        {a.drained / a.drains:>14.1f}")
+    lines.append("")
+    lines.append("self-pipe wake-ups")
+    lines.append(f"  requested        {k.requested:>14,}")
+    lines.append(f"  written          {k.written:>14,}")
+    return "\n".join(lines)
+
+
+_exit_report_armed = [False]
+
+
+def arm_exit_report() -> None:
+    """Write the report when the interpreter exits, as ``settings.report`` says then."""
+    if not _exit_report_armed[0]:
+        _exit_report_armed[0] = True
+        atexit.register(_exit_report)
+
+
+def _exit_report() -> None:
+    from fastloop.config import settings
+
+    target = settings.report
+    try:
+        if target == "stderr":
+            print(report(), file=sys.stderr)
+        elif target:
+            with open(target, "w", encoding="utf-8") as handle:
+                json.dump(stats().to_dict(), handle, indent=1)
+                handle.write("\n")
+    except Exception as exc:  # at exit, one line rather than a traceback
+        print(
+            f"fastloop: could not write the report to {target!r}: {exc}",
+            file=sys.stderr,
+        )

@@ -1,0 +1,408 @@
+"""write_to_fd instrumentation: exact totals from real transfers, stock behaviour."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from tornado.iostream import IOStream, PipeIOStream, SSLIOStream
+from tornado.tcpserver import TCPServer
+
+import fastloop
+from conftest import differential
+from fastloop import _stats
+
+PATCH = ["write_to_fd"]
+
+
+async def stream_pair(server_ssl=None, client_ssl=None):
+    """A connected (client, server) IOStream pair on loopback."""
+    accepted = asyncio.get_running_loop().create_future()
+
+    class Server(TCPServer):
+        async def handle_stream(self, stream, address):
+            accepted.set_result(stream)
+
+    server = Server(ssl_options=server_ssl)
+    sock, port = bind_unused()
+    server.add_sockets([sock])
+    if client_ssl is None:
+        client = IOStream(socket.socket())
+        await client.connect(("127.0.0.1", port))
+    else:
+        client = SSLIOStream(socket.socket(), ssl_options=client_ssl)
+        await client.connect(("127.0.0.1", port), server_hostname="localhost")
+    return client, await accepted, server
+
+
+def bind_unused():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock, sock.getsockname()[1]
+
+
+def transfer(messages, server_ssl=None, client_ssl=None):
+    """Client writes ``messages``; the server reads them all back."""
+
+    async def main():
+        client, server_side, server = await stream_pair(server_ssl, client_ssl)
+        total = sum(len(m) for m in messages)
+        for message in messages:
+            await client.write(message)
+        received = await server_side.read_bytes(total)
+        counters = fastloop.stream_stats(client)
+        server_counters = fastloop.stream_stats(server_side)
+        client.close()
+        server_side.close()
+        server.stop()
+        return received, counters, server_counters
+
+    fastloop.reset_stats()
+    received, counters, server_counters = asyncio.run(main())
+    return received, counters, server_counters, fastloop.stats().write_to_fd
+
+
+MESSAGES = [b"x" * 64, b"y" * 65536, os.urandom(300_000), b"z"]
+
+
+def test_exact_byte_and_call_totals_on_a_real_iostream_pair():
+    stock, patched = differential(lambda: transfer(MESSAGES), PATCH)
+    assert stock[0] == patched[0] == b"".join(MESSAGES)
+    assert stock[1] == fastloop.StreamStats()  # stock counts nothing
+    _, counters, server_counters, totals = patched
+    total = sum(map(len, MESSAGES))
+    assert counters.bytes_written == total
+    assert counters.bytes_offered >= total
+    assert counters.calls >= len(MESSAGES)
+    assert server_counters == fastloop.StreamStats()  # the server never wrote
+    assert totals.calls == counters.calls
+    assert totals.bytes_written == counters.bytes_written
+    assert totals.bytes_offered == counters.bytes_offered
+    assert sum(n for _, n in totals.histogram) == totals.calls
+    assert 0 < totals.p50_ns <= totals.p99_ns <= totals.max_ns
+    assert totals.errors == 0
+
+
+def test_partial_writes_and_would_block_are_counted():
+    payload = os.urandom(8 * 1024 * 1024)
+
+    async def main():
+        client, server_side, server = await stream_pair()
+        client.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+        future = client.write(payload)
+        for _ in range(50):  # the reader does not read: the kernel buffers fill
+            await asyncio.sleep(0)
+        blocked = fastloop.stream_stats(client)
+        received = await server_side.read_bytes(len(payload))
+        await future
+        final = fastloop.stream_stats(client)
+        client.close()
+        server_side.close()
+        server.stop()
+        return blocked, received, final
+
+    with fastloop.patched(PATCH):
+        fastloop.reset_stats()
+        blocked, received, final = asyncio.run(main())
+    assert received == payload
+    assert blocked.would_block >= 1
+    assert blocked.bytes_written < len(payload)
+    assert final.bytes_written == len(payload)
+    assert final.bytes_offered > final.bytes_written  # the rest was offered again
+    assert final.calls > final.would_block >= 1
+
+
+@pytest.fixture(scope="module")
+def tls():
+    trustme = pytest.importorskip("trustme")
+    authority = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("localhost").configure_cert(server_context)
+    client_context = ssl.create_default_context()
+    authority.configure_trust(client_context)
+    return server_context, client_context
+
+
+def test_ssl_iostream_totals(tls):
+    server_context, client_context = tls
+    stock, patched = differential(
+        lambda: transfer(MESSAGES, server_context, client_context), PATCH
+    )
+    assert stock[0] == patched[0] == b"".join(MESSAGES)
+    _, counters, _, totals = patched
+    assert counters.bytes_written == sum(map(len, MESSAGES))
+    assert totals.bytes_written == counters.bytes_written
+    assert totals.calls == counters.calls
+
+
+def test_pipe_iostream_totals():
+    def scenario():
+        async def main():
+            read_fd, write_fd = os.pipe()
+            writer = PipeIOStream(write_fd)
+            reader = PipeIOStream(read_fd)
+            data = os.urandom(200_000)
+            write = writer.write(data)
+            received = await reader.read_bytes(len(data))
+            await write
+            counters = fastloop.stream_stats(writer)
+            writer.close()
+            reader.close()
+            return received == data, counters
+
+        fastloop.reset_stats()
+        same, counters = asyncio.run(main())
+        return same, counters, fastloop.stats().write_to_fd.bytes_written
+
+    stock, patched = differential(scenario, PATCH)
+    assert stock[0] and patched[0]
+    assert patched[1].bytes_written == patched[2] == 200_000
+
+
+def test_errors_and_blocking_are_counted_and_exceptions_untouched():
+    def scenario():
+        async def main():
+            outcomes = []
+            mine, peer = socket.socketpair()
+            mine.setblocking(False)
+            stream = IOStream(mine)
+            chunk = memoryview(b"x" * 65536)
+            sent = 0
+            try:  # the peer never reads: the buffers fill, then it would block
+                for _ in range(1000):
+                    sent += stream.write_to_fd(chunk)
+            except BlockingIOError as exc:
+                outcomes.append(type(exc).__name__)
+            peer.close()
+            try:
+                stream.write_to_fd(chunk)
+            except OSError as exc:
+                outcomes.append(type(exc).__name__)
+            counters = fastloop.stream_stats(stream)
+            stream.close()
+            return outcomes, counters, sent
+
+        fastloop.reset_stats()
+        outcomes, counters, sent = asyncio.run(main())
+        return outcomes, counters, fastloop.stats().write_to_fd, sent
+
+    stock, patched = differential(scenario, PATCH)
+    assert stock[0] == patched[0] == ["BlockingIOError", "BrokenPipeError"]
+    _, counters, totals, sent = patched
+    assert (counters.would_block, counters.errors) == (1, 1)
+    assert (totals.would_block, totals.errors) == (1, 1)
+    assert counters.bytes_offered == counters.calls * 65536
+    assert counters.bytes_written == totals.bytes_written == sent > 0
+
+
+class SlowSocket(socket.socket):
+    """A real socket whose send first sleeps: a slow write made real."""
+
+    delay = 0.02
+
+    def send(self, data, *args):
+        time.sleep(self.delay)
+        return super().send(data, *args)
+
+
+def test_slow_writes_log_one_line_a_second_with_the_suppressed_count(caplog):
+    async def main(writes):
+        client, server_side, server = await stream_pair()
+        slow_client = IOStream(SlowSocket(fileno=os.dup(client.socket.fileno())))
+        for _ in range(writes):
+            await slow_client.write(b"s" * 100)
+        peer = slow_client.socket.getpeername()
+        slow_client.close()
+        client.close()
+        server_side.close()
+        server.stop()
+        return peer
+
+    with fastloop.patched(PATCH), caplog.at_level(logging.WARNING, logger="fastloop"):
+        fastloop.configure(slow_write_ms=5)
+        fastloop.reset_stats()
+        peer = asyncio.run(main(3))
+        first = [r.getMessage() for r in caplog.records if r.name == "fastloop"]
+        time.sleep(1.05)  # let the one-a-second window pass (not a timing assertion)
+        asyncio.run(main(1))
+        lines = [r.getMessage() for r in caplog.records if r.name == "fastloop"]
+        slow = fastloop.stats().write_to_fd.slow
+    assert len(first) == 1
+    assert "slow write_to_fd" in first[0]
+    assert "for 100 bytes" in first[0]
+    assert repr(peer) in first[0]
+    assert repr(threading.current_thread().name) in first[0]
+    assert len(lines) == 2
+    assert "2 more suppressed" in lines[1]
+    assert slow == 4
+
+
+def test_slow_write_threshold_zero_turns_the_log_off(caplog):
+    fastloop.configure(slow_write_ms=0)
+    try:
+        with (
+            fastloop.patched(PATCH),
+            caplog.at_level(logging.WARNING, logger="fastloop"),
+        ):
+            SlowSocket.delay = 0.01
+            fastloop.reset_stats()
+
+            async def main():
+                client, server_side, server = await stream_pair()
+                slow_client = IOStream(
+                    SlowSocket(fileno=os.dup(client.socket.fileno()))
+                )
+                await slow_client.write(b"s")
+                for stream in (slow_client, client, server_side):
+                    stream.close()
+                server.stop()
+
+            asyncio.run(main())
+        assert fastloop.stats().write_to_fd.slow == 0
+        assert not [r for r in caplog.records if r.name == "fastloop"]
+    finally:
+        SlowSocket.delay = 0.02
+        fastloop.configure(slow_write_ms=5)
+
+
+def test_cpu_split_counts_every_call_when_on():
+    fastloop.configure(write_cpu=True)
+    try:
+        with fastloop.patched(PATCH):
+            _, counters, _, totals = transfer(MESSAGES)
+    finally:
+        fastloop.configure(write_cpu=False)
+    assert totals.cpu_calls == totals.calls == counters.calls
+    assert totals.cpu_ns > 0
+    assert totals.stalled_ns >= 0
+    assert "stalled" in fastloop.report()
+
+
+def test_streams_do_not_grow_anything_global():
+    with fastloop.patched(PATCH):
+        for _ in range(3):
+            transfer([b"a" * 10])
+        accumulators = len(_stats._accumulators)
+        for _ in range(20):
+            transfer([b"a" * 10])
+        assert len(_stats._accumulators) == accumulators
+
+
+def test_totals_from_several_loops_in_several_threads_add_up():
+    results = []
+
+    def worker():
+        results.append(transfer_quiet([b"t" * 5000] * 3))
+
+    def transfer_quiet(messages):
+        async def main():
+            client, server_side, server = await stream_pair()
+            for message in messages:
+                await client.write(message)
+            await server_side.read_bytes(sum(map(len, messages)))
+            counters = fastloop.stream_stats(client)
+            client.close()
+            server_side.close()
+            server.stop()
+            return counters
+
+        return asyncio.run(main())
+
+    with fastloop.patched(PATCH):
+        fastloop.reset_stats()
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        totals = fastloop.stats().write_to_fd
+    assert totals.bytes_written == 4 * 15_000 == sum(r.bytes_written for r in results)
+    assert totals.calls == sum(r.calls for r in results)
+
+
+def test_configure_rejects_bad_values_and_changes_nothing():
+    with pytest.raises(ValueError, match="slow_write_ms"):
+        fastloop.configure(slow_write_ms=-1)
+    with pytest.raises(ValueError, match="expected a number"):
+        fastloop.configure(slow_write_ms="soon")
+    with pytest.raises(ValueError, match="unknown fastloop setting 'slow'"):
+        fastloop.configure(slow=1)
+    with pytest.raises(ValueError, match="write_cpu"):
+        fastloop.configure(write_cpu="maybe", slow_write_ms=1)
+    from fastloop.config import settings
+
+    assert settings.slow_write_ms == 5 and settings.write_cpu is False
+
+
+def test_report_and_to_dict_are_readable_and_json_able():
+    with fastloop.patched(PATCH):
+        transfer(MESSAGES)
+    snapshot = fastloop.stats()
+    text = fastloop.report()
+    assert "write_to_fd" in text and "p50 <=" in text and "bytes written" in text
+    data = json.loads(json.dumps(snapshot.to_dict()))
+    assert data["write_to_fd"]["bytes_written"] == snapshot.write_to_fd.bytes_written
+    assert data["write_to_fd"]["p99_ns"] == snapshot.write_to_fd.p99_ns
+
+
+ECHO_APP = """
+import asyncio, socket
+from tornado.iostream import IOStream
+from tornado.tcpserver import TCPServer
+
+async def main():
+    got = asyncio.get_running_loop().create_future()
+    class Server(TCPServer):
+        async def handle_stream(self, stream, address):
+            got.set_result(await stream.read_bytes(10_000))
+    server = Server()
+    sock = socket.socket(); sock.bind(("127.0.0.1", 0))
+    sock.listen(); sock.setblocking(False)
+    server.add_sockets([sock])
+    client = IOStream(socket.socket())
+    await client.connect(sock.getsockname())
+    await client.write(b"r" * 10_000)
+    await got
+    client.close(); server.stop()
+
+asyncio.run(main())
+print("app done")
+"""
+
+
+@pytest.mark.parametrize("target", ["stderr", "file"])
+def test_exit_report_in_a_subprocess(tmp_path, target):
+    from tests_support import require_installed_pth
+
+    require_installed_pth()
+    path = tmp_path / "stats.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    env["FASTLOOP"] = "1"
+    env["FASTLOOP_REPORT"] = "1" if target == "stderr" else str(path)
+    result = subprocess.run(
+        [sys.executable, "-c", ECHO_APP],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "app done"
+    if target == "stderr":
+        assert "fastloop report" in result.stderr
+        assert re.search(r"bytes written\s+10,000\n", result.stderr)
+    else:
+        data = json.loads(path.read_text())
+        assert data["write_to_fd"]["bytes_written"] == 10_000
