@@ -221,7 +221,7 @@ def test_closed_loop_frees_its_queue_and_callbacks_never_run():
         ran = []
         runner.stop()
         runner.io.add_callback(ran.append, "after close")  # no error, no run
-        remote = runner.io.__dict__.get("_fastloop_remote")
+        remote = getattr(runner.io, "_fastloop_remote", None)
         assert remote is not None and len(remote.items) == 0
         probe = weakref.ref(remote)
         io = weakref.ref(runner.io)

@@ -8,7 +8,7 @@ variable, the bad token and the accepted values.  The caller prints them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 ON = frozenset({"1", "true", "all"})
 OFF = frozenset({"0", "false"})
@@ -79,10 +79,13 @@ class Settings:
     slow_write_ms: float = 5.0
     write_cpu: bool = False
     report: str | None = None  # None: no exit report; "stderr"; or a JSON path
+    #: slow_write_ms in ns, kept in step by __setattr__: read on every write.
+    slow_write_ns: int = field(default=5_000_000, init=False, repr=False)
 
-    @property
-    def slow_write_ns(self) -> int:
-        return int(self.slow_write_ms * 1_000_000)
+    def __setattr__(self, name: str, value: object) -> None:
+        super().__setattr__(name, value)
+        if name == "slow_write_ms":
+            super().__setattr__("slow_write_ns", int(float(value) * 1_000_000))  # type: ignore[arg-type]
 
 
 settings = Settings()

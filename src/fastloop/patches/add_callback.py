@@ -52,8 +52,8 @@ from fastloop._registry import Patch, Swap
 
 _get_running_loop: Callable[[], Any] = events._get_running_loop
 
-#: The cross-thread queue lives in the IOLoop's ``__dict__`` under this key.
-REMOTE = "_fastloop_remote"
+#: Serialises the creation of an IOLoop's queue by its first producers.
+_creating = threading.Lock()
 
 
 class RemoteQueue:
@@ -273,13 +273,14 @@ def apply(module: ModuleType) -> list[Swap]:
             run_items(ioloop, ioloop.asyncio_loop, items, remote)
 
     def remote_queue(ioloop: Any) -> RemoteQueue:
-        remote: RemoteQueue | None = ioloop.__dict__.get(REMOTE)
-        if remote is None:  # setdefault: two first producers share one queue
-            fresh = RemoteQueue(ioloop.asyncio_loop)
-            return ioloop.__dict__.setdefault(REMOTE, fresh)  # type: ignore[no-any-return]
-        fresh = RemoteQueue(ioloop.asyncio_loop)  # a forked child starts clean
-        ioloop.__dict__[REMOTE] = fresh
-        return fresh
+        # Plain attributes, never ioloop.__dict__ (that would de-optimise
+        # every attribute access on the object in CPython 3.11+); the lock
+        # makes racing first producers share one queue.
+        with _creating:
+            remote: RemoteQueue | None = getattr(ioloop, "_fastloop_remote", None)
+            if remote is None or remote.generation != generation[0]:
+                remote = ioloop._fastloop_remote = RemoteQueue(ioloop.asyncio_loop)
+            return remote
 
     # A plain function, not a wrapt FunctionWrapper: this is the hottest path
     # in a Tornado process and the wrapper layer costs a measurable share of
@@ -308,9 +309,12 @@ def apply(module: ModuleType) -> list[Swap]:
                     ready.append(CallbackBatch(self, loop, items))
                     return
         else:
-            remote = self.__dict__.get(REMOTE)
-            if remote is None or remote.generation != generation[0]:
+            try:
+                remote = self._fastloop_remote
+            except AttributeError:
                 remote = remote_queue(self)
+            if remote.generation != generation[0]:
+                remote = remote_queue(self)  # forked child: start clean
             if remote.base_event_loop:
                 closed, debug = loop._closed, loop._debug
             else:

@@ -41,8 +41,8 @@ from fastloop import _fork
 from fastloop import _stats as stats
 from fastloop._registry import Patch, Swap
 
-#: Per-loop state lives in the loop's ``__dict__`` under this key.
-STATE = "_fastloop_wakeup"
+#: Serialises the creation of a loop's state by its first producers.
+_creating = threading.Lock()
 
 
 class WakeupState:
@@ -86,7 +86,7 @@ def apply(module: ModuleType) -> list[Swap]:
     def read_from_self(self: Any) -> None:
         stock_read(self)
         # The pipe is empty now: only now may a producer write again.
-        state = self.__dict__.get(STATE)
+        state = getattr(self, "_fastloop_wakeup", None)
         if state is not None:
             # RuntimeError: not held (a signal's byte, or a stock writer).
             with contextlib.suppress(RuntimeError):
@@ -107,13 +107,23 @@ def apply(module: ModuleType) -> list[Swap]:
             coalesce = False
         return WakeupState(coalesce)
 
+    def state_of(loop: Any) -> WakeupState:
+        with _creating:
+            state: WakeupState | None = getattr(loop, "_fastloop_wakeup", None)
+            if state is None or state.generation != generation[0]:
+                state = loop._fastloop_wakeup = new_state(loop)
+            return state
+
     def write_to_self(self: Any) -> None:
         requested()
-        state = self.__dict__.get(STATE)
-        if state is None:
-            state = self.__dict__.setdefault(STATE, new_state(self))
-        elif state.generation != generation[0]:
-            state = self.__dict__[STATE] = new_state(self)
+        # Plain attributes, never self.__dict__: that would turn the loop's
+        # inline attribute values into a dict and slow all of _run_once.
+        try:
+            state = self._fastloop_wakeup
+        except AttributeError:
+            state = state_of(self)
+        if state.generation != generation[0]:
+            state = state_of(self)  # forked child: start clean
         if state.coalesce and not state.pending.acquire(False):
             return  # a wake-up is already on its way
         written()

@@ -30,7 +30,10 @@ from fastloop.config import settings
 
 log = logging.getLogger("fastloop")
 
-#: Per-stream counters live in the stream's ``__dict__`` under this key.
+#: Per-stream counters live in this attribute of the stream.  Plain attribute
+#: access, never ``stream.__dict__``: touching ``__dict__`` turns CPython
+#: 3.11+'s inline instance values into a real dict and slows every other
+#: attribute access on that stream (measured: +17% on a 64-byte echo).
 COUNTERS = "_fastloop_writes"
 #: The classes of tornado.iostream that define their own write_to_fd.
 CLASSES = ("IOStream", "SSLIOStream", "PipeIOStream")
@@ -96,19 +99,23 @@ def describe_peer(stream: Any) -> str:
 def apply(module: ModuleType) -> list[Swap]:
     clock = time.perf_counter_ns
     cpu_clock = time.thread_time_ns
-    accumulator = stats.write_accumulator
     slow = stats.SLOW_WRITES.increment
     log_slow = SlowWriteLog()
+
+    def counters_of(stream: Any) -> stats.StreamCounters:
+        # Only the stream's loop thread writes to it: no race creating these.
+        try:
+            return stream._fastloop_writes  # type: ignore[no-any-return]
+        except AttributeError:
+            counters = stream._fastloop_writes = stats.StreamCounters()
+            return counters
 
     def record_failure(
         stream: Any, offered: int, elapsed: int, exc: BaseException
     ) -> None:
-        acc = accumulator()
-        counters = stream.__dict__.get(COUNTERS) or stream.__dict__.setdefault(
-            COUNTERS, stats.StreamCounters()
-        )
+        counters = counters_of(stream)
         blocked = isinstance(exc, BlockingIOError)
-        for target in (acc, counters):
+        for target in (counters.totals, counters):
             target.calls += 1
             target.offered += offered
             target.wall_ns += elapsed
@@ -117,7 +124,7 @@ def apply(module: ModuleType) -> list[Swap]:
                 target.would_block += 1
             else:
                 target.errors += 1
-        acc.histogram[elapsed.bit_length()] += 1
+        counters.totals.histogram[elapsed.bit_length()] += 1
 
     def instrument(original: Callable[[Any, Any], int]) -> Callable[[Any, Any], int]:
         # A plain function rather than a wrapt FunctionWrapper: it runs on
@@ -137,20 +144,21 @@ def apply(module: ModuleType) -> list[Swap]:
                 raise
             elapsed = clock() - start
             del data
-            acc = accumulator()
+            try:
+                counters = self._fastloop_writes
+            except AttributeError:
+                counters = counters_of(self)
+            totals = counters.totals
             if cpu:
-                acc.cpu_ns += cpu_clock() - cpu_start
-                acc.cpu_calls += 1
-            acc.calls += 1
-            acc.offered += offered
-            acc.written += written
-            acc.wall_ns += elapsed
-            acc.histogram[elapsed.bit_length()] += 1
-            if elapsed > acc.max_ns:
-                acc.max_ns = elapsed
-            counters = self.__dict__.get(COUNTERS)
-            if counters is None:
-                counters = self.__dict__.setdefault(COUNTERS, stats.StreamCounters())
+                totals.cpu_ns += cpu_clock() - cpu_start
+                totals.cpu_calls += 1
+            totals.calls += 1
+            totals.offered += offered
+            totals.written += written
+            totals.wall_ns += elapsed
+            totals.histogram[elapsed.bit_length()] += 1
+            if elapsed > totals.max_ns:
+                totals.max_ns = elapsed
             counters.calls += 1
             counters.offered += offered
             counters.written += written
@@ -158,10 +166,9 @@ def apply(module: ModuleType) -> list[Swap]:
             if elapsed > counters.max_ns:
                 counters.max_ns = elapsed
             if not written:
-                acc.would_block += 1
+                totals.would_block += 1
                 counters.would_block += 1
-            threshold = settings.slow_write_ns
-            if threshold and elapsed > threshold:
+            if elapsed > settings.slow_write_ns > 0:
                 slow()
                 log_slow(self, offered, elapsed)
             return written
