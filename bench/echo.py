@@ -95,40 +95,69 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for size, label in ((64, "echo-64B"), (65_536, "echo-64KiB")):
         result = ab.patched_vs_stock(
-            lambda size=size: echo(size), ["write_to_fd"], rounds=args.rounds, name=label
+            lambda size=size: echo(size),
+            ["write_to_fd"],
+            rounds=args.rounds,
+            name=label,
         )
-        per_trip = (result.a_median / ROUND_TRIPS[size] * 1e6, result.b_median / ROUND_TRIPS[size] * 1e6)
-        print(f"{result}   ({per_trip[0]:.1f} -> {per_trip[1]:.1f} us per round trip)", flush=True)
+        per_trip = (
+            result.a_median / ROUND_TRIPS[size] * 1e6,
+            result.b_median / ROUND_TRIPS[size] * 1e6,
+        )
+        print(
+            f"{result}   ({per_trip[0]:.1f} -> {per_trip[1]:.1f} us per round trip)",
+            flush=True,
+        )
         results.append(result.to_dict() | {"per_round": ROUND_TRIPS[size]})
 
-    overhead = ab.patched_vs_stock(per_call, ["write_to_fd"], rounds=args.rounds, name="per-call")
-    added_ns = statistics.median(
-        (b - a) / CALLS * 1e9 for a, b in zip(overhead.a_times, overhead.b_times, strict=True)
+    overhead = ab.patched_vs_stock(
+        per_call, ["write_to_fd"], rounds=args.rounds, name="per-call"
     )
-    print(f"{overhead}   (added cost per write_to_fd call: {added_ns:.0f} ns, "
-          f"median of paired differences)", flush=True)
-    results.append(overhead.to_dict() | {"per_round": CALLS, "added_ns_per_call": added_ns})
+    added_ns = statistics.median(
+        (b - a) / CALLS * 1e9
+        for a, b in zip(overhead.a_times, overhead.b_times, strict=True)
+    )
+    print(
+        f"{overhead}   (added cost per write_to_fd call: {added_ns:.0f} ns, "
+        f"median of paired differences)",
+        flush=True,
+    )
+    results.append(
+        overhead.to_dict() | {"per_round": CALLS, "added_ns_per_call": added_ns}
+    )
 
     fastloop.configure(write_cpu=True)
     try:
-        with_cpu = ab.patched_vs_stock(per_call, ["write_to_fd"], rounds=args.rounds,
-                                       name="per-call, write_cpu")
+        with_cpu = ab.patched_vs_stock(
+            per_call, ["write_to_fd"], rounds=args.rounds, name="per-call, write_cpu"
+        )
     finally:
         fastloop.configure(write_cpu=False)
     added_cpu_ns = statistics.median(
-        (b - a) / CALLS * 1e9 for a, b in zip(with_cpu.a_times, with_cpu.b_times, strict=True)
+        (b - a) / CALLS * 1e9
+        for a, b in zip(with_cpu.a_times, with_cpu.b_times, strict=True)
     )
-    print(f"{with_cpu}   (added cost per call with FASTLOOP_WRITE_CPU=1: {added_cpu_ns:.0f} ns)")
-    results.append(with_cpu.to_dict() | {"per_round": CALLS, "added_ns_per_call": added_cpu_ns})
+    print(
+        f"{with_cpu}   (added cost per call with FASTLOOP_WRITE_CPU=1: {added_cpu_ns:.0f} ns)"
+    )
+    results.append(
+        with_cpu.to_dict() | {"per_round": CALLS, "added_ns_per_call": added_cpu_ns}
+    )
 
     if args.json:
-        args.json.write_text(json.dumps({
-            "benchmark": "echo",
-            "python": platform.python_version(),
-            "tornado": tornado.version,
-            "fastloop": fastloop.__version__,
-            "results": results,
-        }, indent=1) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "benchmark": "echo",
+                    "python": platform.python_version(),
+                    "tornado": tornado.version,
+                    "fastloop": fastloop.__version__,
+                    "results": results,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
     return 0
 
 

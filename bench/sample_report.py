@@ -1,0 +1,85 @@
+"""Produce the sample ``fastloop.report()`` shown in the README, from a real run.
+
+    python bench/sample_report.py [--out bench/results/report.txt]
+
+A Tornado HTTP server and client in one loop (keep-alive requests with
+64 KiB bodies), with worker threads finishing work through add_callback:
+the shape of a dask worker's traffic, small enough to run anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import fastloop
+
+fastloop.install()
+
+from tornado.httpclient import AsyncHTTPClient  # noqa: E402
+from tornado.httpserver import HTTPServer  # noqa: E402
+from tornado.ioloop import IOLoop  # noqa: E402
+from tornado.web import Application, RequestHandler  # noqa: E402
+
+BODY = b"b" * 65536
+
+
+class Payload(RequestHandler):
+    def get(self) -> None:
+        self.write(BODY)
+
+
+async def main() -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    sock.setblocking(False)
+    server = HTTPServer(Application([("/", Payload)]))
+    server.add_sockets([sock])
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    client = AsyncHTTPClient()
+    for _ in range(300):
+        response = await client.fetch(url)
+        assert response.body == BODY
+
+    io = IOLoop.current()
+    done = asyncio.get_running_loop().create_future()
+    remaining = [4 * 5000]
+
+    def finished() -> None:
+        remaining[0] -= 1
+        if not remaining[0]:
+            done.set_result(None)
+
+    def worker() -> None:
+        for _ in range(5000):
+            io.add_callback(finished)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    await done
+    for thread in threads:
+        thread.join()
+    server.stop()
+
+
+def run(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    fastloop.reset_stats()
+    asyncio.run(main())
+    text = fastloop.report()
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run())
