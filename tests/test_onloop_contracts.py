@@ -420,6 +420,7 @@ def test_subclass_that_overrides_run_callback_keeps_the_stock_path():
         io = Custom(make_current=False)
         io.calls = []
         done = []
+        io.add_callback(done.append, 0)  # off the loop: no loop is running yet
 
         async def body():
             io.add_callback(done.append, 1)
@@ -433,7 +434,7 @@ def test_subclass_that_overrides_run_callback_keeps_the_stock_path():
         return batches, io.calls, done
 
     stock, patched = differential(scenario, PATCH)
-    assert stock == patched == (0, ["custom", "custom"], [1, 2])
+    assert stock == patched == (0, ["custom", "custom", "custom"], [0, 1, 2])
 
 
 def test_off_loop_calls_keep_the_stock_path():
@@ -466,17 +467,22 @@ def test_uninstall_with_a_batch_queued_still_runs_it():
     assert on_loop(body) == (1, [1, 2, 3])
 
 
-def test_uvloop_keeps_the_stock_path():
+def test_uvloop_keeps_stock_behaviour():
     uvloop = pytest.importorskip("uvloop")
 
     def scenario():
         async def body(io, loop):
             ran = []
-            io.add_callback(ran.append, 1)
-            loop.call_soon(ran.append, 2)
-            io.add_callback(ran.append, 3)
-            await settle(loop)
-            return ran
+            request_id.set("uv")
+            with Records("tornado.application") as records:
+                io.add_callback(ran.append, 1)
+                loop.call_soon(ran.append, 2)
+                io.add_callback(lambda: ran.append(request_id.get()))
+                request_id.set("later")
+                io.add_callback(failing, "uv")
+                io.add_callback(ran.append, 3)
+                await settle(loop)
+            return ran, records.rows
 
         async def main():
             return await body(IOLoop.current(), asyncio.get_running_loop())
@@ -484,4 +490,6 @@ def test_uvloop_keeps_the_stock_path():
         return uvloop.run(main())
 
     stock, patched = differential(scenario, PATCH)
-    assert stock == patched == [1, 2, 3]
+    assert stock == patched
+    assert stock[0] == [1, 2, "uv", 3]
+    assert [row[3] for row in stock[1]] == ["ValueError"]

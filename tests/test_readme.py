@@ -34,6 +34,6 @@ def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one(readme):
     commands = [block.split("```")[0].strip() for block in blocks]
     assert len(commands) == 2
     bench_command, test_command = commands
-    assert "bench/" in bench_command
+    assert "fastloop bench" in bench_command
     assert "pytest" in test_command
     assert test_command in (REPO / ".ci" / "run").read_text()

@@ -18,7 +18,8 @@ from __future__ import annotations
 import contextlib
 import math
 import statistics
-from collections.abc import Callable, Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from fastloop import _registry
@@ -108,6 +109,56 @@ def median_interval(
     return statistics.median(data), data[k - 1], data[n - k]
 
 
+def interleave(
+    arms: Mapping[str, Arm],
+    *,
+    rounds: int = 21,
+    warmup: int = 1,
+    budget_s: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, list[float]]:
+    """Run every arm once per round, rotating which goes first; per-arm times.
+
+    With two arms the order alternates A B, B A, ...; with k arms round i
+    starts at arm i mod k.  ``budget_s`` stops early (after at least 6
+    rounds, the fewest that give a 95% interval) once that much time passed.
+    """
+    if rounds < 1:
+        raise ValueError("rounds must be >= 1")
+    names = list(arms)
+    for _ in range(warmup):
+        for name in names:
+            arms[name]()
+    times: dict[str, list[float]] = {name: [] for name in names}
+    started = time.perf_counter()
+    for index in range(rounds):
+        shift = index % len(names)
+        for name in names[shift:] + names[:shift]:
+            times[name].append(arms[name]())
+        if progress is not None:
+            progress(index + 1, rounds)
+        over_budget = budget_s is not None and time.perf_counter() - started > budget_s
+        if over_budget and index + 1 >= 6:
+            break
+    return times
+
+
+def paired(
+    a_times: Sequence[float],
+    b_times: Sequence[float],
+    *,
+    name: str = "workload",
+    a_label: str = "stock",
+    b_label: str = "patched",
+) -> Result:
+    """The median of per-round ratios B/A, with its interval."""
+    ratios = tuple(tb / ta for ta, tb in zip(a_times, b_times, strict=True))
+    ratio, low, high = median_interval(ratios)
+    return Result(
+        name, a_label, b_label, tuple(a_times), tuple(b_times), ratios, ratio, low, high
+    )
+
+
 def compare(
     a: Arm,
     b: Arm,
@@ -117,27 +168,13 @@ def compare(
     name: str = "workload",
     a_label: str = "stock",
     b_label: str = "patched",
+    budget_s: float | None = None,
 ) -> Result:
-    """Run ``a`` and ``b`` interleaved for ``rounds`` paired rounds."""
-    if rounds < 1:
-        raise ValueError("rounds must be >= 1")
-    for _ in range(warmup):
-        a()
-        b()
-    a_times: list[float] = []
-    b_times: list[float] = []
-    for index in range(rounds):
-        if index % 2 == 0:
-            a_times.append(a())
-            b_times.append(b())
-        else:
-            b_times.append(b())
-            a_times.append(a())
-    ratios = tuple(tb / ta for ta, tb in zip(a_times, b_times, strict=True))
-    ratio, low, high = median_interval(ratios)
-    return Result(
-        name, a_label, b_label, tuple(a_times), tuple(b_times), ratios, ratio, low, high
+    """Run ``a`` and ``b`` interleaved (A B, B A, ...) and pair their rounds."""
+    times = interleave(
+        {"a": a, "b": b}, rounds=rounds, warmup=warmup, budget_s=budget_s
     )
+    return paired(times["a"], times["b"], name=name, a_label=a_label, b_label=b_label)
 
 
 @contextlib.contextmanager

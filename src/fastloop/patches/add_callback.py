@@ -52,6 +52,9 @@ from fastloop._registry import Patch, Swap
 
 _get_running_loop: Callable[[], Any] = events._get_running_loop
 
+#: On-loop mode of a loop without asyncio's ``_ready`` deque (uvloop).
+CALL_SOON = object()
+
 #: Serialises the creation of an IOLoop's queue by its first producers.
 _creating = threading.Lock()
 
@@ -59,14 +62,23 @@ _creating = threading.Lock()
 class RemoteQueue:
     """Callbacks added to one IOLoop from other threads, waiting for a drain."""
 
-    __slots__ = ("__weakref__", "base_event_loop", "generation", "items", "pending")
+    __slots__ = (
+        "__weakref__",
+        "base_event_loop",
+        "eligible",
+        "generation",
+        "items",
+        "pending",
+    )
 
-    def __init__(self, loop: Any) -> None:
+    def __init__(self, loop: Any, eligible: bool) -> None:
         self.items: collections.deque[tuple[Any, ...]] = collections.deque()
         self.pending = threading.Lock()  # held while a drain is scheduled
         self.generation = _fork.generation[0]
         # asyncio's own loops: read _closed/_debug rather than call methods.
         self.base_event_loop = isinstance(loop, asyncio.BaseEventLoop)
+        # False for IOLoop subclasses that override _run_callback: stock path.
+        self.eligible = eligible
 
 
 _HANDLE_SLOTS = (
@@ -239,13 +251,35 @@ def apply(module: ModuleType) -> list[Swap]:
         else:  # uvloop (a drain's leftovers): last rather than lost
             batch._loop.call_soon(batch._run)
 
-    def eligible_ready_queue(ioloop: Any, loop: Any) -> collections.deque[Any] | None:
-        ready = getattr(loop, "_ready", None)
-        if not isinstance(ready, collections.deque):
-            return None  # uvloop or another loop: stock path, always
+    def on_loop_mode(ioloop: Any, loop: Any) -> Any:
+        """How on-loop calls go for this IOLoop: its ready deque, CALL_SOON, or None."""
         if type(ioloop)._run_callback is not stock_run_callback:
-            return None  # a subclass customises error handling: respect it
-        return ready
+            return None  # a subclass customises error handling: stock path
+        ready = getattr(loop, "_ready", None)
+        if isinstance(ready, collections.deque):
+            return ready  # asyncio's own loops: batches
+        return CALL_SOON  # uvloop and others: one handle each, minus the partial
+
+    def run_lone(
+        ioloop: Any, loop: Any, callback: Callable[..., Any], args: Any, kwargs: Any
+    ) -> None:
+        # Runs inside the handle's context, which call_soon took at add time.
+        try:
+            result = callback(*args, **kwargs)
+            if result is not None:
+                adopt_result(ioloop, result)
+        except cancelled:
+            pass
+        except Exception:
+            app_log.error(
+                "Exception in callback %r",
+                functools.partial(callback, *args, **kwargs),
+                exc_info=True,
+            )
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            report(ioloop, loop, callback, args, kwargs, copy_context(), exc)
 
     queued = stats.REMOTE_CALLBACKS.increment
     drains = stats.REMOTE_DRAINS.increment
@@ -279,7 +313,9 @@ def apply(module: ModuleType) -> list[Swap]:
         with _creating:
             remote: RemoteQueue | None = getattr(ioloop, "_fastloop_remote", None)
             if remote is None or remote.generation != generation[0]:
-                remote = ioloop._fastloop_remote = RemoteQueue(ioloop.asyncio_loop)
+                eligible = type(ioloop)._run_callback is stock_run_callback
+                remote = RemoteQueue(ioloop.asyncio_loop, eligible)
+                ioloop._fastloop_remote = remote
             return remote
 
     # A plain function, not a wrapt FunctionWrapper: this is the hottest path
@@ -293,8 +329,12 @@ def apply(module: ModuleType) -> list[Swap]:
             try:
                 ready = self._fastloop_ready
             except AttributeError:
-                ready = self._fastloop_ready = eligible_ready_queue(self, loop)
-            if ready is not None:
+                ready = self._fastloop_ready = on_loop_mode(self, loop)
+            if ready is CALL_SOON:
+                if not loop.get_debug():
+                    loop.call_soon(run_lone, self, loop, callback, args, kwargs)
+                    return
+            elif ready is not None:
                 # The open batch is found at the tail of the ready queue, not
                 # kept on the IOLoop: a reference from the IOLoop to a batch
                 # (which refers back to it) would be a reference cycle, and
@@ -319,7 +359,7 @@ def apply(module: ModuleType) -> list[Swap]:
                 closed, debug = loop._closed, loop._debug
             else:
                 closed, debug = loop.is_closed(), loop.get_debug()
-            if not debug:
+            if not debug and remote.eligible:
                 if closed:
                     remote.items.clear()  # nothing queued can run any more
                     return

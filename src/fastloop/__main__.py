@@ -1,0 +1,5 @@
+import sys
+
+from fastloop.cli import main
+
+sys.exit(main())

@@ -1,0 +1,125 @@
+"""The fastloop command line: bench smoke test and usage errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from fastloop import ab, cli
+
+
+def fastloop_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fastloop", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_bench_quick_one_workload_writes_json(tmp_path):
+    out = tmp_path / "bench.json"
+    result = fastloop_cli(
+        "bench", "--quick", "--only", "onloop-burst", "--json", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    assert "onloop-burst" in result.stdout
+    assert "patched/stock [95% CI]" in result.stdout
+    assert "[1/1] onloop-burst" in result.stderr  # progress is visible
+    data = json.loads(out.read_text())
+    (row,) = data["workloads"]
+    assert row["name"] == "onloop-burst"
+    assert row["patched_vs_stock"]["rounds"] == 7
+    assert set(row["median_s"]) >= {"stock", "patched", "limit"}
+    assert row["patched_vs_stock"]["low"] <= row["patched_vs_stock"]["ratio"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "the following arguments are required: COMMAND"),
+        (["frobnicate"], "invalid choice"),
+        (["bench", "--only", "nope"], "unknown workload nope"),
+        (["bench", "--rounds", "0"], "expected a whole number >= 1"),
+        (["bench", "--loop", "trio"], "invalid choice"),
+    ],
+)
+def test_bad_arguments_give_usage_and_exit_2(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(args)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage: fastloop" in err
+    assert message in err
+
+
+def test_python_dash_m_reports_usage_errors_too():
+    result = fastloop_cli("bench", "--only", "")
+    assert result.returncode == 2
+    assert "usage: fastloop bench" in result.stderr
+
+
+def test_missing_optional_dependency_names_the_extra(monkeypatch, capsys, tmp_path):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name: None if name == "matplotlib" else real(name),
+    )
+    assert (
+        cli.main(["bench", "--only", "onloop-burst", "--plot", str(tmp_path / "p.png")])
+        == 2
+    )
+    assert capsys.readouterr().err == (
+        "fastloop: --plot needs matplotlib: pip install 'fastloop[bench]'\n"
+    )
+
+
+def test_harness_recovers_a_known_ratio():
+    import itertools
+
+    jitter = itertools.cycle([0.97, 1.0, 1.03, 0.99, 1.02])
+    a_times = [1.0 * next(jitter) for _ in range(31)]
+    b_times = [0.5 * next(jitter) for _ in range(31)]
+    result = ab.paired(a_times, b_times)
+    assert result.low <= 0.5 <= result.high
+    assert 0.45 < result.ratio < 0.55
+
+
+def test_identical_arms_give_an_interval_containing_one():
+    import random
+
+    rng = random.Random(7)
+    times = [rng.uniform(0.9, 1.1) for _ in range(62)]
+    result = ab.paired(times[:31], times[31:])
+    assert result.low <= 1.0 <= result.high
+
+
+def test_noisy_flag_trips_on_wide_spread():
+    import random
+
+    rng = random.Random(3)
+    calm = ab.paired([1.0] * 21, [rng.uniform(0.79, 0.81) for _ in range(21)])
+    wild = ab.paired([1.0] * 21, [rng.uniform(0.3, 1.7) for _ in range(21)])
+    assert not calm.noisy
+    assert wild.noisy
+
+
+def test_median_interval_uses_binomial_order_statistics():
+    # n = 21: k = 6, so the interval is the 6th smallest and 6th largest values.
+    assert ab.median_interval(range(1, 22)) == (11, 6, 16)
+    # Too few values for 95%: the whole range.
+    assert ab.median_interval([3, 1, 2]) == (2, 1, 3)
+
+
+def test_interleave_rotates_the_order_of_arms():
+    order = []
+    arms = {name: (lambda name=name: order.append(name) or 1.0) for name in "abc"}
+    ab.interleave(arms, rounds=3, warmup=0)
+    assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
