@@ -1,0 +1,150 @@
+"""Whole application: a Tornado HTTP server under wrk load, with and without FASTLOOP.
+
+    python bench/http_app.py [--rounds N] [--seconds S] [--json bench/results/http.json]
+
+Needs wrk (Debian: apt-get install wrk).  Each round starts the server as a
+fresh subprocess twice, once with FASTLOOP unset and once with FASTLOOP=1
+(the order alternates), drives it from a separate wrk process over
+loopback, and records requests per second, p99 latency, and the server's
+CPU time per 1,000 requests.  Ratios are patched/stock of time per request,
+p99, and CPU per request (lower is better), median of paired rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from fastloop import ab
+
+SERVER = r"""
+import socket, sys, time
+import tornado.web
+from tornado.httpserver import HTTPServer
+from tornado.ioloop import IOLoop
+
+class Hello(tornado.web.RequestHandler):
+    def get(self):
+        self.write(b"x" * 2048)
+
+class Cpu(tornado.web.RequestHandler):
+    def get(self):
+        self.write({"cpu": time.process_time()})
+
+sock = socket.socket()
+sock.bind(("127.0.0.1", 0))
+sock.listen(1024)
+sock.setblocking(False)
+server = HTTPServer(tornado.web.Application([("/", Hello), ("/cpu", Cpu)]))
+server.add_sockets([sock])
+print(sock.getsockname()[1], flush=True)
+IOLoop.current().start()
+"""
+
+
+def cpu(port: int) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/cpu") as response:
+        return float(json.load(response)["cpu"])
+
+
+def _ms(text: str) -> float:
+    value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
+    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+
+
+def one_run(patched: bool, seconds: float) -> dict[str, float]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    if patched:
+        env["FASTLOOP"] = "1"
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        port = int(server.stdout.readline())  # type: ignore[union-attr]
+        url = f"http://127.0.0.1:{port}/"
+        subprocess.run(
+            ["wrk", "-t1", "-c16", "-d1s", url], capture_output=True, check=True
+        )
+        before = cpu(port)
+        out = subprocess.run(
+            ["wrk", "-t1", "-c16", f"-d{int(seconds)}s", "--latency", url],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        used = cpu(port) - before
+    finally:
+        server.terminate()
+        server.wait()
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    p99 = _ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    return {"rps": rps, "p99_ms": p99, "cpu_s_per_1k": used / requests * 1000}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--seconds", type=int, default=4)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    if shutil.which("wrk") is None:
+        print("bench/http_app.py needs wrk: apt-get install wrk", file=sys.stderr)
+        return 2
+    runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
+    for index in range(args.rounds):
+        for patched in (False, True) if index % 2 == 0 else (True, False):
+            runs[patched].append(one_run(patched, args.seconds))
+        print(f"round {index + 1}/{args.rounds}", file=sys.stderr, flush=True)
+    stock, fast = runs[False], runs[True]
+    results = {
+        "time per request": ab.paired(
+            [1 / r["rps"] for r in stock],
+            [1 / r["rps"] for r in fast],
+            name="time per request",
+        ),
+        "p99 latency": ab.paired(
+            [r["p99_ms"] for r in stock],
+            [r["p99_ms"] for r in fast],
+            name="p99 latency",
+        ),
+        "server CPU per request": ab.paired(
+            [r["cpu_s_per_1k"] for r in stock],
+            [r["cpu_s_per_1k"] for r in fast],
+            name="server CPU per request",
+        ),
+    }
+    for result in results.values():
+        print(result)
+    median = {
+        side: {key: sorted(r[key] for r in rows)[len(rows) // 2] for key in rows[0]}
+        for side, rows in (("stock", stock), ("patched", fast))
+    }
+    print(f"medians: {median}")
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "benchmark": "http_app",
+                    "python": platform.python_version(),
+                    "load": f"wrk -t1 -c16 -d{int(args.seconds)}s, 2 KiB responses",
+                    "medians": median,
+                    "results": [r.to_dict() for r in results.values()],
+                },
+                indent=1,
+            )
+            + "\n"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
