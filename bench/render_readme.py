@@ -90,8 +90,27 @@ def render() -> str:
         if "added_ns_per_call" in r
     }
     report = (RESULTS / "report.txt").read_text().rstrip("\n")
+    rows = {row["name"]: row["patched_vs_stock"] for row in bench["workloads"]}
+
+    def headline(name: str, label: str) -> str:
+        r = rows[name]
+        return f"{label} **{r['ratio']:.2f}** [{r['low']:.2f}, {r['high']:.2f}]"
+
+    apps = _app_rows()
     lines = [
         START,
+        "Headline (time with fastloop / stock time, 95% interval): "
+        + "; ".join(
+            [
+                headline("onloop-burst", "on-loop `add_callback` burst"),
+                headline("onloop-chain", "callback chain"),
+                headline("xthread-burst-2", "`add_callback` from 2 threads"),
+                headline("threadsafe-burst", "`call_soon_threadsafe` burst"),
+                headline("echo-64B", "64-byte echo with `write_to_fd` timing"),
+            ]
+        )
+        + ". A ratio above 1 is a cost, and the table says so.",
+        "",
         f"`fastloop bench` on {versions}, {cores}: {bench['rounds']} interleaved rounds "
         "per workload, each arm's median time per operation, and ratios as the median "
         "of per-round ratios with a 95% interval (`bench/results/bench.json`; "
@@ -102,6 +121,7 @@ def render() -> str:
         "",
         "![fastloop/stock per workload](bench/results/bench.png)",
         "",
+        *apps,
         f"Added cost per `write_to_fd` call: {per_call['per-call']:.0f} ns, or "
         f"{per_call['per-call, write_cpu']:.0f} ns with `FASTLOOP_WRITE_CPU=1` "
         "(`bench/echo.py`: median of paired differences on a stream whose `send` "
@@ -120,6 +140,48 @@ def render() -> str:
         END,
     ]
     return "\n".join(lines)
+
+
+def _app_rows() -> list[str]:
+    """Whole-application runs (bench/http_app.py, bench/dask_app.py), if present."""
+    lines: list[str] = []
+    sources = (
+        ("http.json", "Tornado HTTP server under wrk"),
+        ("dask.json", "dask LocalCluster"),
+    )
+    found = [(name, label) for name, label in sources if (RESULTS / name).exists()]
+    if not found:
+        return lines
+    lines += [
+        "Whole applications, switched only by `FASTLOOP=1` in paired subprocesses "
+        "(lower is better; `bench/http_app.py`, `bench/dask_app.py`):",
+        "",
+        "| application | measure | fastloop/stock [95% CI] | rounds |",
+        "|---|---|---|--:|",
+    ]
+    for name, label in found:
+        data = _load(name)
+        detail = data.get("load") or data.get("cluster", "")
+        for result in data["results"]:
+            lines.append(
+                f"| {label} ({detail}) | {result['name']} | {_interval(result)} | {result['rounds']} |"
+            )
+    within = []
+    beyond = []
+    for name, _ in found:
+        for result in _load(name)["results"]:
+            (within if result["low"] <= 1.0 <= result["high"] else beyond).append(
+                result
+            )
+    verdict = []
+    if within:
+        names = ", ".join(r["name"] for r in within)
+        verdict.append(f"Within noise (the interval contains 1.0): {names}.")
+    if beyond:
+        names = ", ".join(f"{r['name']} {r['ratio']:.2f}" for r in beyond)
+        verdict.append(f"Outside noise: {names}.")
+    lines += ["", " ".join(verdict), ""]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

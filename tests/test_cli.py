@@ -123,3 +123,38 @@ def test_interleave_rotates_the_order_of_arms():
     arms = {name: (lambda name=name: order.append(name) or 1.0) for name in "abc"}
     ab.interleave(arms, rounds=3, warmup=0)
     assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+
+
+def test_assert_ratio_below_for_user_tests():
+    fast = ab.paired([1.0] * 11, [0.5 + 0.01 * i for i in range(11)], name="mine")
+    fast.assert_ratio_below(0.6)
+    fast.assert_ratio_below(0.6, conservative=True)
+    with pytest.raises(
+        AssertionError, match=r"median ratio 0\.550 is not below 0\.5: mine"
+    ):
+        fast.assert_ratio_below(0.5)
+    with pytest.raises(AssertionError, match="upper bound"):
+        fast.assert_ratio_below(0.56, conservative=True)
+
+
+def test_patched_vs_stock_toggles_the_patches_per_arm():
+    import tornado.platform.asyncio  # noqa: F401  (add_callback applies on import)
+
+    import fastloop
+
+    seen = []
+
+    def workload():
+        seen.append(fastloop.installed())
+        return 1.0
+
+    fastloop.install(["wakeup"])
+    result = ab.patched_vs_stock(workload, ["add_callback"], rounds=2, warmup=0)
+    assert result.ratio == 1.0
+    assert seen == [
+        frozenset(),
+        {"add_callback", "wakeup"},
+        {"add_callback", "wakeup"},
+        frozenset(),
+    ]
+    assert fastloop.installed() == {"wakeup"}  # the prior state is back

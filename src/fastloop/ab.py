@@ -9,8 +9,14 @@ sign-test interval: no assumption that ratios are normal or symmetric).
 
     from fastloop import ab
 
-    result = ab.compare(stock_round, patched_round, rounds=21)
-    print(result)             # ratio 0.31 [0.29, 0.33] ...
+    def my_round() -> float:          # one round of your workload, timed inside
+        start = time.perf_counter()
+        ...
+        return time.perf_counter() - start
+
+    result = ab.patched_vs_stock(my_round, rounds=21)
+    print(result)                     # workload: patched/stock = 0.31 [0.29, 0.33] ...
+    result.assert_ratio_below(1.0)    # in a test, where you choose to
 """
 
 from __future__ import annotations
@@ -58,6 +64,16 @@ class Result:
     @property
     def b_median(self) -> float:
         return statistics.median(self.b_times)
+
+    def assert_ratio_below(self, limit: float, *, conservative: bool = False) -> None:
+        """For tests: fail unless the median ratio (or, conservative, the whole
+        95% interval) is below ``limit``.  The message carries the interval."""
+        value = self.high if conservative else self.ratio
+        if not value < limit:
+            which = (
+                "upper bound of the 95% interval" if conservative else "median ratio"
+            )
+            raise AssertionError(f"{which} {value:.3f} is not below {limit}: {self}")
 
     def to_dict(self) -> dict[str, object]:
         return {
