@@ -1,17 +1,33 @@
-"""A fork generation: per-loop cross-thread state created before ``os.fork()``
-belongs to the parent, and the child must start clean (no pending wake-up
-flag it would wait on forever, no parent's queued callbacks)."""
+"""Cross-thread state must not survive ``os.fork()``: the child starts clean.
+
+A pending wake-up flag copied from the parent would be held forever in the
+child (the parent's byte is not the child's), and the parent's queued
+callbacks are not the child's to run.  State objects register here and are
+reset in the child, so the hot paths need no per-call fork check.
+"""
 
 from __future__ import annotations
 
 import os
+import weakref
+from typing import Protocol
 
-#: Bumped in a forked child; state records the generation it was made in.
-generation = [0]
+
+class ForkAware(Protocol):
+    def reset_after_fork(self) -> None: ...
+
+
+_tracked: weakref.WeakSet[ForkAware] = weakref.WeakSet()
+
+
+def track(state: ForkAware) -> None:
+    """Reset ``state`` in a forked child; held weakly, so it never leaks."""
+    _tracked.add(state)
 
 
 def _after_fork_in_child() -> None:
-    generation[0] += 1
+    for state in list(_tracked):
+        state.reset_after_fork()
 
 
 if hasattr(os, "register_at_fork"):

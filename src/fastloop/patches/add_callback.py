@@ -66,7 +66,6 @@ class RemoteQueue:
         "__weakref__",
         "base_event_loop",
         "eligible",
-        "generation",
         "items",
         "pending",
     )
@@ -74,11 +73,16 @@ class RemoteQueue:
     def __init__(self, loop: Any, eligible: bool) -> None:
         self.items: collections.deque[tuple[Any, ...]] = collections.deque()
         self.pending = threading.Lock()  # held while a drain is scheduled
-        self.generation = _fork.generation[0]
         # asyncio's own loops: read _closed/_debug rather than call methods.
         self.base_event_loop = isinstance(loop, asyncio.BaseEventLoop)
         # False for IOLoop subclasses that override _run_callback: stock path.
         self.eligible = eligible
+        _fork.track(self)
+
+    def reset_after_fork(self) -> None:
+        """In a forked child: the parent's callbacks and pending drain are not ours."""
+        self.items.clear()
+        self.pending = threading.Lock()
 
 
 _HANDLE_SLOTS = (
@@ -286,12 +290,14 @@ def apply(module: ModuleType) -> list[Swap]:
     drained = stats.REMOTE_DRAINED.add
     drained_one = stats.REMOTE_DRAINED.increment
 
-    generation = _fork.generation
-
     def drain(ioloop: Any, remote: RemoteQueue) -> None:
         # Release first, then snapshot: anything appended from here on finds
         # the flag free and schedules the next drain itself.
-        remote.pending.release()
+        # try/except rather than contextlib.suppress: cheaper, once a drain.
+        try:  # noqa: SIM105
+            remote.pending.release()
+        except RuntimeError:  # a drain the parent scheduled, run in a forked child
+            pass
         queue = remote.items
         count = len(queue)
         drains()
@@ -312,7 +318,7 @@ def apply(module: ModuleType) -> list[Swap]:
         # makes racing first producers share one queue.
         with _creating:
             remote: RemoteQueue | None = getattr(ioloop, "_fastloop_remote", None)
-            if remote is None or remote.generation != generation[0]:
+            if remote is None:
                 eligible = type(ioloop)._run_callback is stock_run_callback
                 remote = RemoteQueue(ioloop.asyncio_loop, eligible)
                 ioloop._fastloop_remote = remote
@@ -353,8 +359,6 @@ def apply(module: ModuleType) -> list[Swap]:
                 remote = self._fastloop_remote
             except AttributeError:
                 remote = remote_queue(self)
-            if remote.generation != generation[0]:
-                remote = remote_queue(self)  # forked child: start clean
             if remote.base_event_loop:
                 closed, debug = loop._closed, loop._debug
             else:

@@ -48,12 +48,16 @@ _creating = threading.Lock()
 class WakeupState:
     """One loop's pending flag: a Lock used as an atomic test-and-set."""
 
-    __slots__ = ("coalesce", "generation", "pending")
+    __slots__ = ("__weakref__", "coalesce", "pending")
 
     def __init__(self, coalesce: bool) -> None:
         self.pending = threading.Lock()
         self.coalesce = coalesce
-        self.generation = _fork.generation[0]
+        _fork.track(self)
+
+    def reset_after_fork(self) -> None:
+        """In a forked child the parent's pending byte is not ours to wait for."""
+        self.pending = threading.Lock()
 
 
 def check(module: ModuleType) -> str | None:
@@ -81,7 +85,6 @@ def apply(module: ModuleType) -> list[Swap]:
     stock_read: Any = cls.__dict__["_read_from_self"]
     requested = stats.WAKEUPS_REQUESTED.increment
     written = stats.WAKEUPS_WRITTEN.increment
-    generation = _fork.generation
 
     def read_from_self(self: Any) -> None:
         stock_read(self)
@@ -110,7 +113,7 @@ def apply(module: ModuleType) -> list[Swap]:
     def state_of(loop: Any) -> WakeupState:
         with _creating:
             state: WakeupState | None = getattr(loop, "_fastloop_wakeup", None)
-            if state is None or state.generation != generation[0]:
+            if state is None:
                 state = loop._fastloop_wakeup = new_state(loop)
             return state
 
@@ -122,8 +125,6 @@ def apply(module: ModuleType) -> list[Swap]:
             state = self._fastloop_wakeup
         except AttributeError:
             state = state_of(self)
-        if state.generation != generation[0]:
-            state = state_of(self)  # forked child: start clean
         if state.coalesce and not state.pending.acquire(False):
             return  # a wake-up is already on its way
         written()
