@@ -493,3 +493,36 @@ def test_uvloop_keeps_stock_behaviour():
     assert stock == patched
     assert stock[0] == [1, 2, "uv", 3]
     assert [row[3] for row in stock[1]] == ["ValueError"]
+
+
+def test_a_callback_added_during_an_iteration_runs_in_the_next_one():
+    """Also after stop(): what a handle of the last iteration adds stays queued."""
+
+    def scenario():
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            io = IOLoop.current()
+            order = []
+
+            def x():
+                order.append("x")
+                io.add_callback(order.append, "added-by-x")
+
+            def setup():
+                loop.call_soon(x)
+                io.add_callback(io.stop)  # a batch, ahead of which x runs
+
+            loop.call_soon(setup)
+            io.start()
+            order.append("start() returned")
+            loop.call_soon(loop.stop)
+            loop.run_forever()
+            io.close()
+            return order
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+
+    stock, patched = differential(scenario, PATCH)
+    assert stock == patched == ["x", "start() returned", "added-by-x"]

@@ -1,45 +1,50 @@
-"""On-loop fast path for ``IOLoop.add_callback``.
+"""Batched ``IOLoop.add_callback``: on the loop thread, and from other threads.
 
 Stock Tornado pays, per callback, a ``functools.partial``, a bound
 ``_run_callback``, asyncio's ``call_soon`` -> ``_call_soon`` -> ``Handle``
 chain, then ``Handle._run`` -> ``Context.run`` -> ``_run_callback`` ->
-``partial`` to run it.  On the loop thread we instead append consecutive
-callbacks to one *batch*: a single ``asyncio.Handle`` subclass sitting in the
-loop's ready queue that runs them in order.  A callback costs a tuple and a
-``contextvars`` snapshot; the handle is paid once per batch.
+``partial`` to run it; from another thread, ``call_soon_threadsafe`` adds a
+self-pipe write (a syscall that drops the GIL) per callback.  We append
+consecutive callbacks to one *batch*: a single ``asyncio.Handle`` subclass
+in the loop's ready queue that runs them in order.  A callback costs a
+tuple and a ``contextvars`` snapshot; the handle (and, from another
+thread, the wake-up) is paid once per batch.
 
 Ordering argument.  A batch accepts callbacks only while it is the *last*
 entry of ``loop._ready``.  Anything scheduled after it (``call_soon``, a
 future's done-callbacks, another thread's ``call_soon_threadsafe``) makes
 it no longer last, so the next ``add_callback`` opens a new batch behind
 that entry: the run order equals the order in which stock Tornado would
-have appended one handle per callback.  When the loop pops the batch to
-run it, it leaves ``_ready``, so a callback added *by* a callback of the
-batch opens a new batch that runs on the next iteration, after I/O
-polling, exactly like stock (no starvation).
+have appended one handle per callback.
 
-Off the loop thread (another thread, or the loop not running yet) stock
-Tornado calls ``call_soon_threadsafe`` per callback: a ``Handle`` and a
-self-pipe write each.  We append to the IOLoop's cross-thread queue and
-schedule one *drain* entry while none is pending; the drain takes what is
-queued and runs it like a batch.  Per producer thread the order is FIFO;
-each callback runs in the context of the thread that added it.  The
-pending flag is a Lock used as a test-and-set, released by the drain
-*before* it takes the queue, so an item appended after the drain's snapshot
-always finds the flag free and schedules the next drain: nothing is
-stranded.  A closed loop drops its queue and the call returns silently.
+Iteration argument.  Stock runs a callback added by a running callback in
+the *next* loop iteration (after I/O polling, and not at all after
+``stop()``).  A batch opened in iteration N runs in iteration N+1; once
+N+1 has begun, the handles ahead of the batch run first, and what they add
+must go to N+2.  So an on-loop batch only accepts callbacks during the
+iteration that opened it: a counter, bumped by a wrapper around the loop's
+``_process_events`` (called once per iteration), stamps each batch.
 
-The stock path remains for asyncio debug mode (it checks every handle), for
-on-loop calls on uvloop or any loop without a ``_ready`` deque, and for
-IOLoop subclasses that override ``_run_callback``.
+From other threads, and on the loop's thread before it runs, the batch
+class is ``RemoteBatch``: producers append under a per-IOLoop lock while
+it is the tail and has not started; the loop marks it started under the
+same lock before reading it.  Only a new batch writes a wake-up byte (the
+``wakeup`` patch coalesces those further).  A closed loop swallows the
+call, as stock does.
+
+The stock path remains for asyncio debug mode (it checks every handle),
+and for IOLoop subclasses that override ``_run_callback``.  Loops without
+a ``_ready`` deque (uvloop) get one handle per callback, minus the partial.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import functools
 import threading
+import weakref
 from asyncio import events
 from collections.abc import Callable, Sequence
 from contextvars import Context, copy_context
@@ -55,34 +60,29 @@ _get_running_loop: Callable[[], Any] = events._get_running_loop
 #: On-loop mode of a loop without asyncio's ``_ready`` deque (uvloop).
 CALL_SOON = object()
 
-#: Serialises the creation of an IOLoop's queue by its first producers.
+#: Serialises the creation of an IOLoop's state by its first callers.
 _creating = threading.Lock()
 
 
-class RemoteQueue:
-    """Callbacks added to one IOLoop from other threads, waiting for a drain."""
+class LoopState:
+    """What one IOLoop's add_callback needs; kept on the IOLoop, no cycles."""
 
-    __slots__ = (
-        "__weakref__",
-        "base_event_loop",
-        "eligible",
-        "items",
-        "pending",
-    )
+    __slots__ = ("__weakref__", "call_soon", "iteration", "lock", "ready")
 
-    def __init__(self, loop: Any, eligible: bool) -> None:
-        self.items: collections.deque[tuple[Any, ...]] = collections.deque()
-        self.pending = threading.Lock()  # held while a drain is scheduled
-        # asyncio's own loops: read _closed/_debug rather than call methods.
-        self.base_event_loop = isinstance(loop, asyncio.BaseEventLoop)
-        # False for IOLoop subclasses that override _run_callback: stock path.
-        self.eligible = eligible
+    def __init__(self, ready: Any, call_soon: bool) -> None:
+        #: asyncio's ready deque when batching applies, else None.
+        self.ready: collections.deque[Any] | None = ready
+        #: True on loops without a ready deque (uvloop): call_soon per callback.
+        self.call_soon = call_soon
+        #: Loop iterations so far (bumped once per iteration on the loop thread).
+        self.iteration = 0
+        #: Guards RemoteBatch appends against the loop starting that batch.
+        self.lock = threading.Lock()
         _fork.track(self)
 
     def reset_after_fork(self) -> None:
-        """In a forked child: the parent's callbacks and pending drain are not ours."""
-        self.items.clear()
-        self.pending = threading.Lock()
+        """A producer thread of the parent may have held the lock: not ours."""
+        self.lock = threading.Lock()
 
 
 _HANDLE_SLOTS = (
@@ -120,8 +120,8 @@ def check(module: ModuleType) -> str | None:
         return "asyncio.Handle slots changed"
     run_once = getattr(asyncio.BaseEventLoop, "_run_once", None)
     names = set(getattr(getattr(run_once, "__code__", None), "co_names", ()))
-    if not {"_ready", "popleft", "_cancelled", "_run"} <= names:
-        return "asyncio's BaseEventLoop._run_once no longer pops _ready handles"
+    if not {"_ready", "popleft", "_cancelled", "_run", "_process_events"} <= names:
+        return "asyncio's BaseEventLoop._run_once changed (_ready, _process_events)"
     return None
 
 
@@ -150,7 +150,7 @@ def apply(module: ModuleType) -> list[Swap]:
     class CallbackBatch(events.Handle):
         """Consecutive on-loop callbacks of one IOLoop, run as one ready entry."""
 
-        __slots__ = ("_ioloop", "_items")
+        __slots__ = ("_ioloop", "_items", "_iteration")
         # Read by Handle.__repr__ and asyncio's debug formatting; never
         # written, because only the ready queue holds a reference to a batch.
         _callback = None
@@ -159,16 +159,40 @@ def apply(module: ModuleType) -> list[Swap]:
         _repr = None
         _context = None
 
-        def __init__(self, ioloop: Any, loop: Any, items: list[Any]) -> None:
+        def __init__(
+            self, ioloop: Any, loop: Any, items: list[Any], iteration: int
+        ) -> None:
             self._ioloop = ioloop
             self._loop = loop
             self._items = items
+            self._iteration = iteration
             self._cancelled = False
 
         def __repr__(self) -> str:
-            return f"<fastloop CallbackBatch of {self._ioloop!r}>"
+            return f"<fastloop {type(self).__name__} of {self._ioloop!r}>"
 
         def _run(self) -> None:
+            run_items(self._ioloop, self._loop, self._items, self)
+
+    class RemoteBatch(CallbackBatch):
+        """Callbacks added off the loop thread; appended to under ``state.lock``."""
+
+        __slots__ = ("_started", "_state")
+
+        def __init__(
+            self, ioloop: Any, loop: Any, items: list[Any], state: LoopState
+        ) -> None:
+            super().__init__(ioloop, loop, items, -1)
+            self._state = state
+            self._started = False
+
+        def _run(self) -> None:
+            lock = self._state.lock
+            lock.acquire()
+            self._started = True  # from here on no producer appends
+            lock.release()
+            batches()
+            batched(len(self._items) // 4)
             run_items(self._ioloop, self._loop, self._items, self)
 
     def run_items(ioloop: Any, loop: Any, items: Sequence[Any], handle: Any) -> None:
@@ -213,7 +237,7 @@ def apply(module: ModuleType) -> list[Swap]:
             # run first when the loop runs again: nothing is lost.
             rest = list(remaining) if remaining is not None else []
             if rest:
-                requeue_first(CallbackBatch(ioloop, loop, rest))
+                requeue_first(CallbackBatch(ioloop, loop, rest, -1))
             if isinstance(exc, (SystemExit, KeyboardInterrupt)):
                 raise  # leaves run_forever, as stock Handle._run lets it
             # Only a failing logging handler gets here; Handle._run would
@@ -255,15 +279,6 @@ def apply(module: ModuleType) -> list[Swap]:
         else:  # uvloop (a drain's leftovers): last rather than lost
             batch._loop.call_soon(batch._run)
 
-    def on_loop_mode(ioloop: Any, loop: Any) -> Any:
-        """How on-loop calls go for this IOLoop: its ready deque, CALL_SOON, or None."""
-        if type(ioloop)._run_callback is not stock_run_callback:
-            return None  # a subclass customises error handling: stock path
-        ready = getattr(loop, "_ready", None)
-        if isinstance(ready, collections.deque):
-            return ready  # asyncio's own loops: batches
-        return CALL_SOON  # uvloop and others: one handle each, minus the partial
-
     def run_lone(
         ioloop: Any, loop: Any, callback: Callable[..., Any], args: Any, kwargs: Any
     ) -> None:
@@ -286,43 +301,49 @@ def apply(module: ModuleType) -> list[Swap]:
             report(ioloop, loop, callback, args, kwargs, copy_context(), exc)
 
     queued = stats.REMOTE_CALLBACKS.increment
-    drains = stats.REMOTE_DRAINS.increment
-    drained = stats.REMOTE_DRAINED.add
-    drained_one = stats.REMOTE_DRAINED.increment
+    batches = stats.REMOTE_DRAINS.increment
+    batched = stats.REMOTE_DRAINED.add
 
-    def drain(ioloop: Any, remote: RemoteQueue) -> None:
-        # Release first, then snapshot: anything appended from here on finds
-        # the flag free and schedules the next drain itself.
-        # try/except rather than contextlib.suppress: cheaper, once a drain.
-        try:  # noqa: SIM105
-            remote.pending.release()
-        except RuntimeError:  # a drain the parent scheduled, run in a forked child
-            pass
-        queue = remote.items
-        count = len(queue)
-        drains()
-        if count == 1:  # a lone callback: its tuple is already flat
-            drained_one()
-            run_items(ioloop, ioloop.asyncio_loop, queue.popleft(), remote)
-        elif count:
-            drained(count)
-            popleft = queue.popleft
-            items: list[Any] = []
-            for _ in range(count):
-                items += popleft()
-            run_items(ioloop, ioloop.asyncio_loop, items, remote)
-
-    def remote_queue(ioloop: Any) -> RemoteQueue:
-        # Plain attributes, never ioloop.__dict__ (that would de-optimise
-        # every attribute access on the object in CPython 3.11+); the lock
-        # makes racing first producers share one queue.
+    def state_of(ioloop: Any) -> LoopState:
+        """The IOLoop's state, made once (racing first callers share it)."""
         with _creating:
-            remote: RemoteQueue | None = getattr(ioloop, "_fastloop_remote", None)
-            if remote is None:
-                eligible = type(ioloop)._run_callback is stock_run_callback
-                remote = RemoteQueue(ioloop.asyncio_loop, eligible)
-                ioloop._fastloop_remote = remote
-            return remote
+            state: LoopState | None = getattr(ioloop, "_fastloop_state", None)
+            if state is None:
+                state = new_state(ioloop)
+                # A plain attribute, never ioloop.__dict__: touching __dict__
+                # de-optimises all attribute access on the object (3.11+).
+                ioloop._fastloop_state = state
+            return state
+
+    def new_state(ioloop: Any) -> LoopState:
+        loop = ioloop.asyncio_loop
+        if type(ioloop)._run_callback is not stock_run_callback:
+            return LoopState(None, False)  # customised error handling: stock path
+        ready = getattr(loop, "_ready", None)
+        process = getattr(loop, "_process_events", None)
+        batching = (
+            isinstance(ready, collections.deque)
+            and getattr(process, "__self__", None) is loop  # not already wrapped
+            and callable(getattr(loop, "_write_to_self", None))
+        )
+        if not batching:
+            return LoopState(None, True)  # uvloop and others
+        state = LoopState(ready, False)
+        count_iterations(loop, state)
+        return state
+
+    def count_iterations(loop: Any, state: LoopState) -> None:
+        # _run_once calls self._process_events once per iteration, before it
+        # runs that iteration's handles.  The weak reference keeps the loop
+        # free of a loop -> wrapper -> bound method -> loop cycle.
+        process = type(loop)._process_events
+        loop_ref = weakref.ref(loop)
+
+        def process_events(event_list: Any) -> None:
+            state.iteration += 1
+            process(loop_ref(), event_list)
+
+        loop._process_events = process_events
 
     # A plain function, not a wrapt FunctionWrapper: this is the hottest path
     # in a Tornado process and the wrapper layer costs a measurable share of
@@ -331,53 +352,60 @@ def apply(module: ModuleType) -> list[Swap]:
         self: Any, callback: Callable[..., Any], *args: Any, **kwargs: Any
     ) -> None:
         loop: Any = self.asyncio_loop
+        try:
+            state = self._fastloop_state
+        except AttributeError:
+            state = state_of(self)
+        ready = state.ready
         if _get_running_loop() is loop:
-            try:
-                ready = self._fastloop_ready
-            except AttributeError:
-                ready = self._fastloop_ready = on_loop_mode(self, loop)
-            if ready is CALL_SOON:
-                if not loop.get_debug():
-                    loop.call_soon(run_lone, self, loop, callback, args, kwargs)
-                    return
-            elif ready is not None:
+            if ready is not None:
                 # The open batch is found at the tail of the ready queue, not
                 # kept on the IOLoop: a reference from the IOLoop to a batch
                 # (which refers back to it) would be a reference cycle, and
                 # Tornado's own test suite rightly fails on those.
                 if ready:
                     tail = ready[-1]
-                    if tail.__class__ is CallbackBatch and tail._ioloop is self:
+                    if (
+                        tail.__class__ is CallbackBatch
+                        and tail._iteration == state.iteration
+                        and tail._ioloop is self
+                    ):
                         tail._items += (callback, args, kwargs, copy_context())
                         return
                 if not loop._debug:
                     items = [callback, args, kwargs, copy_context()]
-                    ready.append(CallbackBatch(self, loop, items))
+                    ready.append(CallbackBatch(self, loop, items, state.iteration))
                     return
-        else:
-            try:
-                remote = self._fastloop_remote
-            except AttributeError:
-                remote = remote_queue(self)
-            if remote.base_event_loop:
-                closed, debug = loop._closed, loop._debug
-            else:
-                closed, debug = loop.is_closed(), loop.get_debug()
-            if not debug and remote.eligible:
-                if closed:
-                    remote.items.clear()  # nothing queued can run any more
-                    return
-                remote.items.append((callback, args, kwargs, copy_context()))
-                queued()
-                if remote.pending.acquire(False):
-                    try:
-                        loop.call_soon_threadsafe(drain, self, remote)
-                    except (RuntimeError, AttributeError):
-                        # Closed under our feet (AttributeError: the proactor
-                        # race stock mentions).  The flag stays held: later
-                        # calls see the loop closed.
-                        remote.items.clear()
+            elif state.call_soon and not loop.get_debug():
+                loop.call_soon(run_lone, self, loop, callback, args, kwargs)
                 return
+        elif ready is not None:
+            if not loop._debug:
+                if loop._closed:
+                    return  # stock swallows the RuntimeError: nothing runs
+                item = (callback, args, kwargs, copy_context())
+                lock = state.lock
+                lock.acquire()
+                tail = ready[-1] if ready else None
+                if (
+                    tail.__class__ is RemoteBatch
+                    and tail._ioloop is self
+                    and not tail._started
+                ):
+                    tail._items += item
+                    lock.release()
+                    queued()
+                    return  # the batch's creator has woken the loop
+                ready.append(RemoteBatch(self, loop, list(item), state))
+                lock.release()
+                queued()
+                loop._write_to_self()
+                return
+        elif state.call_soon and not loop.get_debug():
+            # Closed: swallowed as stock does (AttributeError: its proactor race).
+            with contextlib.suppress(RuntimeError, AttributeError):
+                loop.call_soon_threadsafe(run_lone, self, loop, callback, args, kwargs)
+            return
         stock_add_callback(self, callback, *args, **kwargs)
 
     functools.update_wrapper(add_callback, stock_add_callback)
@@ -395,7 +423,7 @@ def _callback_formatter() -> Callable[[Any, tuple[Any, ...]], str]:
 PATCH = Patch(
     name="add_callback",
     target="tornado.platform.asyncio",
-    summary="IOLoop.add_callback: on-loop batches, coalesced cross-thread queue",
+    summary="IOLoop.add_callback: callbacks batched into one ready-queue entry",
     check=check,
     apply=apply,
 )

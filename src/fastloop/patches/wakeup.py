@@ -87,13 +87,18 @@ def apply(module: ModuleType) -> list[Swap]:
     written = stats.WAKEUPS_WRITTEN.increment
 
     def read_from_self(self: Any) -> None:
-        stock_read(self)
-        # The pipe is empty now: only now may a producer write again.
-        state = getattr(self, "_fastloop_wakeup", None)
-        if state is not None:
-            # RuntimeError: not held (a signal's byte, or a stock writer).
-            with contextlib.suppress(RuntimeError):
-                state.pending.release()
+        try:
+            stock_read(self)
+        finally:
+            # The pipe is empty now: only now may a producer write again.  If
+            # a KeyboardInterrupt cut the read short, releasing is still
+            # safe: nothing more is read until the loop runs again, so any
+            # byte written from now on stays in the pipe and wakes it.
+            state = getattr(self, "_fastloop_wakeup", None)
+            if state is not None:
+                # RuntimeError: not held (a signal's byte, or a stock writer).
+                with contextlib.suppress(RuntimeError):
+                    state.pending.release()
 
     read_from_self.clears_fastloop_wakeup = True  # type: ignore[attr-defined]
 
