@@ -78,7 +78,7 @@ def _table(bench: dict) -> list[str]:
 
 def render() -> str:
     bench = _load("bench.json")
-    echo = _load("echo.json")
+    echo = _load("write_overhead.json")
     startup = _load("startup.json")
     machine = bench["machine"]
     versions = f"CPython {bench['python']}, Tornado {bench['tornado']}, uvloop {bench['uvloop']}"
@@ -124,8 +124,8 @@ def render() -> str:
         *apps,
         f"Added cost per `write_to_fd` call: {per_call['per-call']:.0f} ns, or "
         f"{per_call['per-call, write_cpu']:.0f} ns with `FASTLOOP_WRITE_CPU=1` "
-        "(`bench/echo.py`: median of paired differences on a stream whose `send` "
-        "returns at once, `bench/results/echo.json`).",
+        "(`bench/write_overhead.py`: median of paired differences on a stream whose `send` "
+        "returns at once, `bench/results/write_overhead.json`).",
         "",
         "Start-up with `FASTLOOP` unset: the `.pth` line costs "
         f"{startup['median_us']:.0f} us (median, p99 {startup['p99_us']:.0f} us) "

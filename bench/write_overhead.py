@@ -1,10 +1,11 @@
-"""A/B of the write_to_fd instrumentation: IOStream echo, and the added cost per call.
+"""What the write_to_fd instrumentation adds per call, with and without the CPU split.
 
-    python bench/echo.py [--rounds N] [--json bench/results/echo.json]
+    python bench/write_overhead.py [--rounds N] [--json bench/results/write_overhead.json]
 
-echo-64B, echo-64KiB  client and server IOStreams in one loop, R round trips a round
-per-call              write_to_fd on a stream whose socket.send returns at once
-                      (no syscall): the difference is exactly the wrapper's cost
+write_to_fd runs on a stream whose socket.send returns at once (no
+syscall), stock against patched, interleaved: the median of the paired
+differences is the wrapper's own cost.  (The end-to-end IOStream echo is a
+``fastloop bench`` workload.)
 """
 
 from __future__ import annotations
@@ -21,47 +22,11 @@ from pathlib import Path
 
 import tornado
 from tornado.iostream import IOStream
-from tornado.tcpserver import TCPServer
 
 import fastloop
 from fastloop import ab
 
-ROUND_TRIPS = {64: 2_000, 65_536: 300}
 CALLS = 100_000
-
-
-def echo(size: int) -> float:
-    trips = ROUND_TRIPS[size]
-
-    async def main() -> float:
-        accepted: asyncio.Future[IOStream] = asyncio.get_running_loop().create_future()
-
-        class Server(TCPServer):
-            async def handle_stream(self, stream: IOStream, address: object) -> None:
-                accepted.set_result(stream)
-
-        server = Server()
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sock.listen()
-        sock.setblocking(False)
-        server.add_sockets([sock])
-        client = IOStream(socket.socket())
-        await client.connect(sock.getsockname())
-        peer = await accepted
-        message = b"m" * size
-        start = time.perf_counter()
-        for _ in range(trips):
-            await client.write(message)
-            await peer.write(await peer.read_bytes(size))
-            await client.read_bytes(size)
-        elapsed = time.perf_counter() - start
-        client.close()
-        peer.close()
-        server.stop()
-        return elapsed
-
-    return asyncio.run(main())
 
 
 class NullSocket:
@@ -93,23 +58,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     results = []
-    for size, label in ((64, "echo-64B"), (65_536, "echo-64KiB")):
-        result = ab.patched_vs_stock(
-            lambda size=size: echo(size),
-            ["write_to_fd"],
-            rounds=args.rounds,
-            name=label,
-        )
-        per_trip = (
-            result.a_median / ROUND_TRIPS[size] * 1e6,
-            result.b_median / ROUND_TRIPS[size] * 1e6,
-        )
-        print(
-            f"{result}   ({per_trip[0]:.1f} -> {per_trip[1]:.1f} us per round trip)",
-            flush=True,
-        )
-        results.append(result.to_dict() | {"per_round": ROUND_TRIPS[size]})
-
     overhead = ab.patched_vs_stock(
         per_call, ["write_to_fd"], rounds=args.rounds, name="per-call"
     )
@@ -148,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(
             json.dumps(
                 {
-                    "benchmark": "echo",
+                    "benchmark": "write_overhead",
                     "python": platform.python_version(),
                     "tornado": tornado.version,
                     "fastloop": fastloop.__version__,
