@@ -3,9 +3,10 @@
 Counters are bumped from any thread: by producers of cross-thread callbacks
 and by every loop thread.  ``itertools.count.__next__`` is one C call, so an
 increment is atomic under the GIL and costs ~25 ns, with no lock; the rare
-bulk additions (one per drain) take a lock.  ``write_to_fd`` timings go to a
-per-thread accumulator (every stream is written by its loop's thread only,
-so each accumulator has a single writer) that snapshots sum.
+bulk additions (one per cross-thread batch) take a lock.  ``write_to_fd``
+timings go to a per-thread accumulator (every stream is written by its
+loop's thread only, so each accumulator has a single writer) that
+snapshots sum.
 ``reset_stats()`` records a baseline instead of swapping objects, so patched
 code can bind counters once.
 """
@@ -48,8 +49,8 @@ class Counter:
 
 # add_callback from other threads
 REMOTE_CALLBACKS = Counter()  # callbacks queued by producer threads
-REMOTE_DRAINS = Counter()  # drain entries the loops ran
-REMOTE_DRAINED = Counter()  # callbacks those drains took off the queues
+REMOTE_DRAINS = Counter()  # cross-thread batches the loops ran
+REMOTE_DRAINED = Counter()  # callbacks those batches ran
 # asyncio selector loop self-pipe
 WAKEUPS_REQUESTED = Counter()  # _write_to_self calls (call_soon_threadsafe & co)
 WAKEUPS_WRITTEN = Counter()  # bytes actually written to a self-pipe
@@ -178,9 +179,9 @@ class AddCallbackStats:
     remote_callbacks: int
     """Callbacks queued by threads other than the loop's."""
     drains: int
-    """Times a loop took its cross-thread queue in one ready-queue entry."""
+    """Cross-thread batches the loops ran (each one ready-queue entry)."""
     drained: int
-    """Callbacks run by those drains."""
+    """Callbacks run by those batches."""
 
 
 @dataclass(frozen=True)
@@ -371,9 +372,9 @@ def report(snapshot: Snapshot | None = None) -> str:
     lines.append("")
     lines.append("add_callback from other threads")
     lines.append(f"  callbacks queued {a.remote_callbacks:>14,}")
-    lines.append(f"  drains           {a.drains:>14,}")
+    lines.append(f"  batches run      {a.drains:>14,}")
     if a.drains:
-        lines.append(f"  per drain        {a.drained / a.drains:>14.1f}")
+        lines.append(f"  per batch        {a.drained / a.drains:>14.1f}")
     lines.append("")
     lines.append("self-pipe wake-ups")
     lines.append(f"  requested        {k.requested:>14,}")
