@@ -65,17 +65,93 @@ def parser() -> argparse.ArgumentParser:
         metavar="FILE.png",
         help="bar chart of the ratios (needs matplotlib)",
     )
+    run = commands.add_parser(
+        "run",
+        help="run a command (and every Python process it starts) with fastloop",
+        description="Set FASTLOOP and friends, then replace this process with COMMAND.",
+    )
+    run.add_argument(
+        "--patches",
+        type=_patch_names,
+        metavar="NAMES",
+        help="comma list of patches (default: all)",
+    )
+    run.add_argument(
+        "--report",
+        nargs="?",
+        const="stderr",
+        metavar="PATH",
+        help="at exit print the report, or write stats JSON to PATH",
+    )
+    run.add_argument(
+        "--slow-write-ms",
+        type=_non_negative,
+        metavar="N",
+        help="warn about write_to_fd calls slower than N ms (0: off)",
+    )
+    run.add_argument("command_args", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
+    doctor = commands.add_parser(
+        "doctor",
+        help="check this interpreter: versions, loop, .pth hook, each patch's verdict",
+    )
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
     return top
 
 
+def _patch_names(text: str) -> list[str]:
+    from fastloop import _registry
+
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in _registry.known()]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown patch {', '.join(unknown) or repr(text)}; "
+            f"choose from {', '.join(_registry.known())}"
+        )
+    return names
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    top = parser()
+    args = top.parse_args(argv)
     if args.command == "bench":
         from fastloop import _bench
 
         return _bench.run(
             args.only, args.loop, args.quick, args.rounds, args.json, args.plot
         )
+    if args.command == "run":
+        from fastloop import _launch
+
+        command = list(args.command_args)
+        if command[:1] == ["--"]:
+            command = command[1:]
+        if not command:
+            top.exit(
+                2,
+                "usage: fastloop run [options] -- COMMAND ...\n"
+                "fastloop run: error: missing COMMAND\n",
+            )
+        env = _launch.environment(args.patches, args.report, args.slow_write_ms)
+        return _launch.run(command, env)
+    if args.command == "doctor":
+        import json
+
+        from fastloop import _doctor
+
+        report = _doctor.diagnose()
+        print(json.dumps(report, indent=1) if args.json else _doctor.render(report))
+        return 0 if report["ok"] else 1
     raise AssertionError(args.command)  # argparse only lets known commands through
 
 

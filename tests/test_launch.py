@@ -1,0 +1,182 @@
+"""fastloop run (child and grandchild patched, sitecustomize fallback) and doctor."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fastloop import cli
+from tests_support import require_installed_pth
+
+REPO = Path(__file__).resolve().parents[1]
+CHILD = textwrap.dedent(
+    """
+    import os, subprocess, sys
+    import tornado.platform.asyncio, tornado.iostream
+    import fastloop
+    slow = os.environ.get("FASTLOOP_SLOW_WRITE_MS")
+    print("child", sorted(fastloop.installed()), slow)
+    grandchild = (
+        "import tornado.platform.asyncio, tornado.iostream, fastloop; "
+        "print('grandchild', sorted(fastloop.installed()))"
+    )
+    subprocess.run([sys.executable, "-c", grandchild], check=True)
+    sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+    """
+)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    env.update(extra)
+    return env
+
+
+def fastloop_run(*args: str, env=None, cwd=None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fastloop", "run", *args],
+        env=env or clean_env(),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_run_patches_the_child_and_its_grandchild(tmp_path):
+    require_installed_pth()
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    result = fastloop_run("--slow-write-ms", "7", "--", sys.executable, str(script))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "child ['add_callback', 'wakeup', 'write_to_fd'] 7.0",
+        "grandchild ['add_callback', 'wakeup', 'write_to_fd']",
+    ]
+
+
+def test_run_chooses_patches_and_passes_the_exit_code_through(tmp_path):
+    require_installed_pth()
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    result = fastloop_run("--patches", "wakeup", "--", sys.executable, str(script), "3")
+    assert result.returncode == 3
+    assert result.stdout.splitlines()[0] == "child ['wakeup'] None"
+
+
+def test_missing_command_exits_127_like_a_shell():
+    result = fastloop_run("--", "no-such-command-fastloop")
+    assert result.returncode == 127
+    assert result.stderr.strip() == (
+        "fastloop run: no-such-command-fastloop: command not found"
+    )
+
+
+def test_run_without_a_command_is_a_usage_error():
+    result = fastloop_run()
+    assert result.returncode == 2
+    assert "missing COMMAND" in result.stderr
+
+
+def test_sitecustomize_fallback_when_installed_with_target(tmp_path):
+    """pip install --target: no site directory scans it for .pth files."""
+    target = tmp_path / "target"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(REPO),
+        ],
+        check=True,
+        timeout=600,
+    )
+    bare = tmp_path / "bare"  # an interpreter with nothing installed
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True
+    )
+    python = str(bare / "bin" / "python")
+    existing = tmp_path / "existing"  # the application's own sitecustomize
+    existing.mkdir()
+    (existing / "sitecustomize.py").write_text(
+        "import os\nos.environ['CHAINED'] = 'yes'\n"
+    )
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import os, tornado.platform.asyncio, tornado.iostream, fastloop\n"
+        "print(sorted(fastloop.installed()), os.environ.get('CHAINED'))\n"
+    )
+    env = clean_env(PYTHONPATH=os.pathsep.join([str(target), str(existing)]))
+    without = subprocess.run(
+        [python, str(script)],
+        env=clean_env(FASTLOOP="1", **{"PYTHONPATH": env["PYTHONPATH"]}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert without.stdout.strip() == "[] yes"  # FASTLOOP alone cannot work here
+    result = subprocess.run(
+        [python, "-m", "fastloop", "run", "--", python, str(script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['add_callback', 'wakeup', 'write_to_fd'] yes"
+
+
+def test_doctor_reports_ok_and_exit_0(capsys, monkeypatch):
+    monkeypatch.delenv("FASTLOOP", raising=False)
+    assert cli.main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "verdict       ok" in out
+    assert "add_callback  ok (requested)" in out
+
+
+def test_doctor_flags_a_missing_internal_and_exits_1(capsys, monkeypatch):
+    from tornado.ioloop import IOLoop
+
+    monkeypatch.delattr(IOLoop, "_discard_future_result")
+    assert cli.main(["doctor", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert (
+        report["patches"]["add_callback"] == "IOLoop._discard_future_result is missing"
+    )
+    assert report["ok"] is False
+
+
+def test_doctor_flags_invalid_settings(capsys, monkeypatch):
+    monkeypatch.setenv("FASTLOOP_WRITE_CPU", "maybe")
+    assert cli.main(["doctor"]) == 1
+    assert (
+        "INVALID: fastloop: ignoring 'maybe' in FASTLOOP_WRITE_CPU"
+        in capsys.readouterr().out
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--patches", "nope", "--", "true"], "unknown patch nope"),
+        (["run", "--slow-write-ms", "-1", "--", "true"], "expected a number >= 0"),
+    ],
+)
+def test_run_bad_options_are_usage_errors(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(args)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
