@@ -137,9 +137,26 @@ def render() -> str:
         "```",
         report,
         "```",
+        *_cluster_rows(),
         END,
     ]
     return "\n".join(lines)
+
+
+def _cluster_rows() -> list[str]:
+    path = RESULTS / "cluster_stats.txt"
+    if not path.exists():
+        return []
+    return [
+        "",
+        "`fastloop.dask.cluster_stats(client)` after `bench/sample_cluster_stats.py` "
+        "(LocalCluster, 2 worker processes, 2,000 tiny tasks and 500 actor calls; "
+        "per-write times are wall clock on a shared 2-core machine):",
+        "",
+        "```",
+        path.read_text().rstrip("\n"),
+        "```",
+    ]
 
 
 def _app_rows() -> list[str]:

@@ -1,0 +1,80 @@
+"""dask integration: a preload that installs fastloop, and cluster-wide stats.
+
+    dask scheduler --preload fastloop.dask
+    dask worker tcp://... --preload fastloop.dask
+    # or dask config: distributed.scheduler.preload / distributed.worker.preload
+
+    from fastloop.dask import cluster_stats
+    cluster_stats(client)      # per process, and summed
+
+Needs ``distributed`` only when used.  The preload installs every patch
+that applies in that process (scheduler, worker or nanny) and logs what it
+installed; ``cluster_stats`` gathers ``fastloop.stats()`` from the
+scheduler and every worker with ``Client.run_on_scheduler`` / ``Client.run``,
+which reach every process of the cluster without any handler of ours.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastloop import _registry
+from fastloop._stats import WriteStats, stats
+
+log = logging.getLogger("fastloop")
+
+
+def dask_setup(server: object) -> None:
+    """dask's preload hook: called once in each scheduler or worker process."""
+    active = _registry.install()
+    log.info(
+        "fastloop: preload in %s: patches %s", type(server).__name__, sorted(active)
+    )
+
+
+def _snapshot() -> dict[str, Any]:
+    return stats().to_dict()
+
+
+def _add(total: dict[str, Any], part: dict[str, Any]) -> None:
+    for key, value in part.items():
+        if isinstance(value, dict):
+            _add(total.setdefault(key, {}), value)
+        elif key == "histogram":
+            merged = dict(map(tuple, total.get(key, [])))
+            for upper, count in value:
+                merged[upper] = merged.get(upper, 0) + count
+            total[key] = sorted([upper, count] for upper, count in merged.items())
+        elif key.startswith(("p50_", "p90_", "p99_")):
+            continue  # recomputed from the merged histogram
+        elif key.startswith("max_"):
+            total[key] = max(total.get(key, 0), value)
+        else:
+            total[key] = total.get(key, 0) + value
+
+
+def cluster_stats(client: Any) -> dict[str, Any]:
+    """``{"scheduler": {...}, "workers": {address: {...}}, "total": {...}}``.
+
+    Each snapshot is ``fastloop.stats().to_dict()`` of that process; the
+    total sums counts and bytes, merges the histograms (its percentiles come
+    from the merged one), and takes the maximum of maxima.
+    """
+    scheduler = client.run_on_scheduler(_snapshot)
+    workers = client.run(_snapshot)
+    total: dict[str, Any] = {}
+    for part in (scheduler, *workers.values()):
+        _add(total, part)
+    writes = total["write_to_fd"]
+    merged = WriteStats(
+        **{
+            k: v
+            for k, v in writes.items()
+            if k in WriteStats.__dataclass_fields__ and k != "histogram"
+        },
+        histogram=tuple((upper, count) for upper, count in writes["histogram"]),
+    )
+    for name, fraction in (("p50_ns", 0.50), ("p90_ns", 0.90), ("p99_ns", 0.99)):
+        writes[name] = merged.percentile_ns(fraction)
+    return {"scheduler": scheduler, "workers": dict(workers), "total": total}

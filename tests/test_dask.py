@@ -1,0 +1,147 @@
+"""fastloop.dask: the preload in real dask processes, and cluster-wide stats.
+
+Skipped without ``distributed`` (a plain ``pytest``); ``.ci/run`` installs it
+and runs these.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+distributed = pytest.importorskip(
+    "distributed",
+    reason="needs distributed (pip install distributed); .ci/run installs it",
+)
+pytestmark = pytest.mark.dask
+
+from fastloop.dask import cluster_stats  # noqa: E402
+
+ALL = ["add_callback", "wakeup", "write_to_fd"]
+
+
+class Counter:
+    n = 0
+
+    def incr(self):
+        self.n += 1
+        return self.n
+
+
+def inc(x):
+    return x + 1
+
+
+def installed():
+    import fastloop
+
+    return sorted(fastloop.installed())
+
+
+def exercise(client):
+    assert client.gather(client.map(inc, range(200), pure=False)) == list(range(1, 201))
+    actor = client.submit(Counter, actor=True).result()
+    for _ in range(50):
+        actor.incr().result()
+
+
+def check(result, workers):
+    assert len(result["workers"]) == workers
+    for snapshot in result["workers"].values():
+        writes = snapshot["write_to_fd"]
+        assert (
+            writes["calls"] > 0 and writes["bytes_written"] > 0
+        )  # real TCP comm writes
+    total = result["total"]["write_to_fd"]
+    parts = [result["scheduler"], *result["workers"].values()]
+    assert total["bytes_written"] == sum(
+        p["write_to_fd"]["bytes_written"] for p in parts
+    )
+    assert total["calls"] == sum(n for _, n in total["histogram"])
+    assert 0 < total["p50_ns"] <= total["p99_ns"] <= total["max_ns"]
+
+
+def test_local_cluster_with_worker_processes_and_the_preload():
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            preload=["fastloop.dask"],
+            scheduler_kwargs={"preload": ["fastloop.dask"], "dashboard": False},
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        assert set(map(tuple, client.run(installed).values())) == {tuple(ALL)}
+        exercise(client)
+        result = cluster_stats(client)
+    check(result, workers=2)
+    assert result["scheduler"]["write_to_fd"]["calls"] > 0
+
+
+def test_separate_scheduler_and_worker_processes_over_tcp(tmp_path):
+    from distributed import Client
+
+    scheduler_file = tmp_path / "scheduler.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    # The worker unpickles this module's functions: let it import them.
+    here = os.path.dirname(os.path.abspath(__file__))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
+    common = ["--scheduler-file", str(scheduler_file), "--preload", "fastloop.dask"]
+    scheduler = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dask",
+            "scheduler",
+            "--host",
+            "127.0.0.1",
+            "--no-dashboard",
+            *common,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    worker = None
+    try:
+        deadline = time.monotonic() + 60
+        while not scheduler_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "dask",
+                "worker",
+                "--nthreads",
+                "1",
+                "--no-dashboard",
+                "--host",
+                "127.0.0.1",
+                *common,
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        with Client(scheduler_file=str(scheduler_file), timeout=60) as client:
+            client.wait_for_workers(1, timeout=60)
+            assert list(client.run(installed).values()) == [ALL]
+            assert client.run_on_scheduler(installed) == ALL
+            exercise(client)
+            result = cluster_stats(client)
+        check(result, workers=1)
+        assert result["scheduler"]["write_to_fd"]["bytes_written"] > 0
+    finally:
+        for process in (worker, scheduler):
+            if process is not None:
+                process.terminate()
+                process.wait(30)
