@@ -86,6 +86,27 @@ def test_local_cluster_with_worker_processes_and_the_preload():
     assert result["scheduler"]["write_to_fd"]["calls"] > 0
 
 
+def test_preload_through_dask_config():
+    import dask
+    from distributed import Client, LocalCluster
+
+    settings = {
+        "distributed.scheduler.preload": ["fastloop.dask"],
+        "distributed.worker.preload": ["fastloop.dask"],
+    }
+    with (
+        dask.config.set(settings),
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        assert list(client.run(installed).values()) == [ALL]
+        assert client.run_on_scheduler(installed) == ALL
+        exercise(client)
+        check(cluster_stats(client), workers=1)
+
+
 def test_separate_scheduler_and_worker_processes_over_tcp(tmp_path):
     from distributed import Client
 
