@@ -53,15 +53,13 @@ from typing import Any
 
 from fastloop import _fork
 from fastloop import _stats as stats
+from fastloop._attached import attached
 from fastloop._registry import Patch, Swap
 
 _get_running_loop: Callable[[], Any] = events._get_running_loop
 
 #: On-loop mode of a loop without asyncio's ``_ready`` deque (uvloop).
 CALL_SOON = object()
-
-#: Serialises the creation of an IOLoop's state by its first callers.
-_creating = threading.Lock()
 
 
 class LoopState:
@@ -315,17 +313,6 @@ def apply(module: ModuleType) -> list[Swap]:
     batched = stats.REMOTE_DRAINED.add
     batched_one = stats.REMOTE_DRAINED.increment
 
-    def state_of(ioloop: Any) -> LoopState:
-        """The IOLoop's state, made once (racing first callers share it)."""
-        with _creating:
-            state: LoopState | None = getattr(ioloop, "_fastloop_state", None)
-            if state is None:
-                state = new_state(ioloop)
-                # A plain attribute, never ioloop.__dict__: touching __dict__
-                # de-optimises all attribute access on the object (3.11+).
-                ioloop._fastloop_state = state
-            return state
-
     def new_state(ioloop: Any) -> LoopState:
         loop = ioloop.asyncio_loop
         if type(ioloop)._run_callback is not stock_run_callback:
@@ -366,7 +353,7 @@ def apply(module: ModuleType) -> list[Swap]:
         try:
             state = self._fastloop_state
         except AttributeError:
-            state = state_of(self)
+            state = attached(self, "_fastloop_state", new_state)
         ready = state.ready
         if _get_running_loop() is loop:
             if ready is not None:

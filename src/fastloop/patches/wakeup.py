@@ -39,10 +39,8 @@ from typing import Any
 
 from fastloop import _fork
 from fastloop import _stats as stats
+from fastloop._attached import attached
 from fastloop._registry import Patch, Swap
-
-#: Serialises the creation of a loop's state by its first producers.
-_creating = threading.Lock()
 
 
 class WakeupState:
@@ -115,21 +113,12 @@ def apply(module: ModuleType) -> list[Swap]:
             coalesce = False
         return WakeupState(coalesce)
 
-    def state_of(loop: Any) -> WakeupState:
-        with _creating:
-            state: WakeupState | None = getattr(loop, "_fastloop_wakeup", None)
-            if state is None:
-                state = loop._fastloop_wakeup = new_state(loop)
-            return state
-
     def write_to_self(self: Any) -> None:
         requested()
-        # Plain attributes, never self.__dict__: that would turn the loop's
-        # inline attribute values into a dict and slow all of _run_once.
         try:
             state = self._fastloop_wakeup
         except AttributeError:
-            state = state_of(self)
+            state = attached(self, "_fastloop_wakeup", new_state)
         if state.coalesce and not state.pending.acquire(False):
             return  # a wake-up is already on its way
         written()
