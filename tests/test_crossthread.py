@@ -122,8 +122,8 @@ def test_stress_8_threads_exactly_once_in_order_in_context(patches):
     if patches:
         # 160,000 plus the harness's own three (start-up, first local_work, stop).
         assert snapshot.add_callback.remote_callbacks == 160_003
-        assert snapshot.add_callback.drained == 160_003
-        assert snapshot.add_callback.drains < 5_000
+        assert snapshot.add_callback.batched == 160_003
+        assert snapshot.add_callback.batches < 5_000
     else:
         assert snapshot.add_callback.remote_callbacks == 0
 
@@ -165,12 +165,12 @@ def test_counters_show_coalescing_while_the_loop_is_busy():
         snapshot = fastloop.stats()
     # 10,000 plus the runner's own start-up and stop.
     assert snapshot.add_callback.remote_callbacks == 10_002
-    assert snapshot.add_callback.drained == 10_002
-    # All 10,000 queued while one drain was pending: a couple of drains and
+    assert snapshot.add_callback.batched == 10_002
+    # All 10,000 queued while the loop was busy: a couple of batches and
     # wake-ups (the runner's own start-up and stop use a few), not thousands.
-    assert snapshot.add_callback.drains <= 5
+    assert snapshot.add_callback.batches <= 5
     assert snapshot.wakeup.written <= 5
-    assert snapshot.wakeup.requested >= snapshot.add_callback.drains
+    assert snapshot.wakeup.requested >= snapshot.add_callback.batches
 
 
 def test_call_soon_threadsafe_writes_once_per_pending_wakeup():
@@ -309,7 +309,7 @@ def test_read_interrupted_by_keyboard_interrupt_leaves_the_loop_wakeable():
 
 
 @pytest.mark.parametrize("exception", [KeyboardInterrupt, SystemExit])
-def test_keyboard_interrupt_mid_drain_loses_nothing(exception):
+def test_keyboard_interrupt_mid_batch_loses_nothing(exception):
     def interrupt():
         raise exception()
 
@@ -461,7 +461,7 @@ def test_forked_child_starts_clean():
         if pid == 0:  # child
             code = 1
             try:
-                loop._ready.clear()  # the parent's drain handle is the parent's
+                loop._ready.clear()  # the parent's queued batch is the parent's
                 ran = []
 
                 def produce():

@@ -49,8 +49,8 @@ class Counter:
 
 # add_callback from other threads
 REMOTE_CALLBACKS = Counter()  # callbacks queued by producer threads
-REMOTE_DRAINS = Counter()  # cross-thread batches the loops ran
-REMOTE_DRAINED = Counter()  # callbacks those batches ran
+REMOTE_BATCHES = Counter()  # cross-thread batches the loops ran
+REMOTE_BATCHED = Counter()  # callbacks those batches ran
 # asyncio selector loop self-pipe
 WAKEUPS_REQUESTED = Counter()  # _write_to_self calls (call_soon_threadsafe & co)
 WAKEUPS_WRITTEN = Counter()  # bytes actually written to a self-pipe
@@ -59,8 +59,8 @@ SLOW_WRITES = Counter()  # calls slower than FASTLOOP_SLOW_WRITE_MS
 
 _COUNTERS = {
     "remote_callbacks": REMOTE_CALLBACKS,
-    "remote_drains": REMOTE_DRAINS,
-    "remote_drained": REMOTE_DRAINED,
+    "remote_batches": REMOTE_BATCHES,
+    "remote_batched": REMOTE_BATCHED,
     "wakeups_requested": WAKEUPS_REQUESTED,
     "wakeups_written": WAKEUPS_WRITTEN,
     "slow_writes": SLOW_WRITES,
@@ -178,9 +178,9 @@ def stream_stats(stream: object) -> StreamStats:
 class AddCallbackStats:
     remote_callbacks: int
     """Callbacks queued by threads other than the loop's."""
-    drains: int
+    batches: int
     """Cross-thread batches the loops ran (each one ready-queue entry)."""
-    drained: int
+    batched: int
     """Callbacks run by those batches."""
 
 
@@ -299,8 +299,8 @@ def stats() -> Snapshot:
     return Snapshot(
         add_callback=AddCallbackStats(
             remote_callbacks=now["remote_callbacks"],
-            drains=now["remote_drains"],
-            drained=now["remote_drained"],
+            batches=now["remote_batches"],
+            batched=now["remote_batched"],
         ),
         wakeup=WakeupStats(
             requested=now["wakeups_requested"], written=now["wakeups_written"]
@@ -372,9 +372,9 @@ def report(snapshot: Snapshot | None = None) -> str:
     lines.append("")
     lines.append("add_callback from other threads")
     lines.append(f"  callbacks queued {a.remote_callbacks:>14,}")
-    lines.append(f"  batches run      {a.drains:>14,}")
-    if a.drains:
-        lines.append(f"  per batch        {a.drained / a.drains:>14.1f}")
+    lines.append(f"  batches run      {a.batches:>14,}")
+    if a.batches:
+        lines.append(f"  per batch        {a.batched / a.batches:>14.1f}")
     lines.append("")
     lines.append("self-pipe wake-ups")
     lines.append(f"  requested        {k.requested:>14,}")

@@ -244,8 +244,8 @@ def apply(module: ModuleType) -> list[Swap]:
             # queue, where stock's remaining handles would still be, so they
             # run first when the loop runs again: nothing is lost.
             rest = list(remaining) if remaining is not None else []
-            if rest:
-                requeue_first(CallbackBatch(ioloop, loop, rest, -1))
+            if rest:  # batches exist only on loops with a _ready deque
+                loop._ready.appendleft(CallbackBatch(ioloop, loop, rest, -1))
             if isinstance(exc, (SystemExit, KeyboardInterrupt)):
                 raise  # leaves run_forever, as stock Handle._run lets it
             # Only a failing logging handler gets here; Handle._run would
@@ -280,13 +280,6 @@ def apply(module: ModuleType) -> list[Swap]:
             }
         )
 
-    def requeue_first(batch: CallbackBatch) -> None:
-        ready = getattr(batch._loop, "_ready", None)
-        if isinstance(ready, collections.deque):
-            ready.appendleft(batch)
-        else:  # uvloop (a drain's leftovers): last rather than lost
-            batch._loop.call_soon(batch._run)
-
     def run_lone(
         ioloop: Any, loop: Any, callback: Callable[..., Any], args: Any, kwargs: Any
     ) -> None:
@@ -309,9 +302,9 @@ def apply(module: ModuleType) -> list[Swap]:
             report(ioloop, loop, callback, args, kwargs, copy_context(), exc)
 
     queued = stats.REMOTE_CALLBACKS.increment
-    batches = stats.REMOTE_DRAINS.increment
-    batched = stats.REMOTE_DRAINED.add
-    batched_one = stats.REMOTE_DRAINED.increment
+    batches = stats.REMOTE_BATCHES.increment
+    batched = stats.REMOTE_BATCHED.add
+    batched_one = stats.REMOTE_BATCHED.increment
 
     def new_state(ioloop: Any) -> LoopState:
         loop = ioloop.asyncio_loop
