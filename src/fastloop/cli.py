@@ -4,21 +4,37 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 
-def _workload_names(text: str) -> list[str]:
+def _names(kind: str, known: Callable[[], Sequence[str]]) -> Callable[[str], list[str]]:
+    """An argparse type: a comma list, each name one of ``known()``."""
+
+    def parse(text: str) -> list[str]:
+        valid = known()
+        names = [name.strip() for name in text.split(",") if name.strip()]
+        unknown = [name for name in names if name not in valid]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(
+                f"unknown {kind} {', '.join(unknown) or repr(text)}; "
+                f"choose from {', '.join(valid)}"
+            )
+        return names
+
+    return parse
+
+
+def _workloads() -> Sequence[str]:
     from fastloop.workloads import WORKLOADS
 
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in WORKLOADS]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(
-            f"unknown workload {', '.join(unknown) or repr(text)}; "
-            f"choose from {', '.join(WORKLOADS)}"
-        )
-    return names
+    return list(WORKLOADS)
+
+
+def _patches() -> Sequence[str]:
+    from fastloop import _registry
+
+    return _registry.known()
 
 
 def _positive(text: str) -> int:
@@ -46,7 +62,7 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
     bench.add_argument(
         "--only",
-        type=_workload_names,
+        type=_names("workload", _workloads),
         metavar="NAMES",
         help="comma list of workloads (default: all)",
     )
@@ -72,7 +88,7 @@ def parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--patches",
-        type=_patch_names,
+        type=_names("patch", _patches),
         metavar="NAMES",
         help="comma list of patches (default: all)",
     )
@@ -96,19 +112,6 @@ def parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
     return top
-
-
-def _patch_names(text: str) -> list[str]:
-    from fastloop import _registry
-
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in _registry.known()]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(
-            f"unknown patch {', '.join(unknown) or repr(text)}; "
-            f"choose from {', '.join(_registry.known())}"
-        )
-    return names
 
 
 def _non_negative(text: str) -> float:
