@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import pytest
+from tornado.ioloop import IOLoop
 
 import fastloop
 
@@ -19,6 +21,18 @@ def _no_patches_leak() -> Iterator[None]:
     fastloop.uninstall()
     yield
     fastloop.uninstall()
+
+
+@contextlib.contextmanager
+def current_loop() -> Iterator[tuple[asyncio.AbstractEventLoop, IOLoop]]:
+    """A fresh asyncio loop set as current, with its IOLoop; closed afterwards."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        yield loop, IOLoop.current()
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
 
 
 def differential(scenario: Callable[[], T], patches: list[str]) -> tuple[T, T]:

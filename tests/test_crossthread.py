@@ -19,7 +19,7 @@ import pytest
 from tornado.ioloop import IOLoop
 
 import fastloop
-from conftest import differential
+from conftest import current_loop, differential
 
 BOTH = ["add_callback", "wakeup"]
 producer_id: contextvars.ContextVar[int] = contextvars.ContextVar(
@@ -222,10 +222,7 @@ def test_close_frees_callbacks_queued_off_loop_and_later_calls_do_nothing():
         pass
 
     def scenario():
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        try:
-            io = IOLoop.current()
+        with current_loop() as (_, io):
             payload = Payload()
             probe = weakref.ref(payload)
             io.add_callback(print, payload)  # the loop is not running: queued
@@ -234,8 +231,6 @@ def test_close_frees_callbacks_queued_off_loop_and_later_calls_do_nothing():
             io.add_callback(print, "after close")  # no error, and never runs
             gc.collect()
             return probe() is None
-        finally:
-            asyncio.set_event_loop(None)
 
     stock, patched = differential(scenario, BOTH)
     assert stock is patched is True
@@ -243,10 +238,7 @@ def test_close_frees_callbacks_queued_off_loop_and_later_calls_do_nothing():
 
 def test_fifo_with_handles_scheduled_between_before_start_and_from_one_thread():
     def scenario():
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        try:
-            io = IOLoop.current()
+        with current_loop() as (loop, io):
             order = []
             io.add_callback(order.append, "a")  # set-up code, loop not running
             loop.call_soon(order.append, "b")
@@ -264,9 +256,6 @@ def test_fifo_with_handles_scheduled_between_before_start_and_from_one_thread():
             io.start()
             io.close()
             return order
-        finally:
-            asyncio.set_event_loop(None)
-            loop.close()
 
     stock, patched = differential(scenario, BOTH)
     assert stock == patched == ["a", "b", "c", "d", "e", "f"]
@@ -314,10 +303,7 @@ def test_keyboard_interrupt_mid_batch_loses_nothing(exception):
         raise exception()
 
     def scenario():
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        try:
-            io = IOLoop.current()
+        with current_loop() as (loop, io):
             order = []
 
             def produce():
@@ -337,9 +323,6 @@ def test_keyboard_interrupt_mid_batch_loses_nothing(exception):
             loop.run_forever()
             io.close()
             return order
-        finally:
-            asyncio.set_event_loop(None)
-            loop.close()
 
     stock, patched = differential(scenario, BOTH)
     assert stock == patched == ["a", "interrupted", "b", "c"]

@@ -18,7 +18,7 @@ from tornado import gen
 from tornado.ioloop import IOLoop
 
 import fastloop
-from conftest import Records, batches_queued, differential, normalise
+from conftest import Records, batches_queued, current_loop, differential, normalise
 
 PATCH = ["add_callback"]
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar(
@@ -281,10 +281,7 @@ def test_keyboard_interrupt_leaves_the_loop_and_loses_nothing(exception):
         raise exception()
 
     def scenario():
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        try:
-            io = IOLoop.current()
+        with current_loop() as (loop, io):
             order = []
 
             def schedule():
@@ -303,9 +300,6 @@ def test_keyboard_interrupt_leaves_the_loop_and_loses_nothing(exception):
             loop.run_forever()
             io.close()
             return order
-        finally:
-            asyncio.set_event_loop(None)
-            loop.close()
 
     stock, patched = differential(scenario, PATCH)
     assert stock[0] == ("batches", 0)
@@ -499,10 +493,7 @@ def test_a_callback_added_during_an_iteration_runs_in_the_next_one():
     """Also after stop(): what a handle of the last iteration adds stays queued."""
 
     def scenario():
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        try:
-            io = IOLoop.current()
+        with current_loop() as (loop, io):
             order = []
 
             def x():
@@ -520,9 +511,6 @@ def test_a_callback_added_during_an_iteration_runs_in_the_next_one():
             loop.run_forever()
             io.close()
             return order
-        finally:
-            asyncio.set_event_loop(None)
-            loop.close()
 
     stock, patched = differential(scenario, PATCH)
     assert stock == patched == ["x", "start() returned", "added-by-x"]
