@@ -95,6 +95,28 @@ def test_exact_byte_and_call_totals_on_a_real_iostream_pair():
     assert totals.errors == 0
 
 
+def test_streams_carry_no_attribute_of_ours():
+    # CPython shares at most 30 attribute names among a class's instances
+    # and an IOStream uses 27: one attribute of ours could push Tornado's
+    # own over the edge and de-optimise the stream.
+
+    def attribute_names():
+        async def main():
+            client, server_side, server = await stream_pair()
+            await client.write(b"x" * 64)
+            await server_side.read_bytes(64)
+            names = sorted(vars(client)), sorted(vars(server_side))
+            client.close()
+            server_side.close()
+            server.stop()
+            return names
+
+        return asyncio.run(main())
+
+    stock, patched = differential(attribute_names, PATCH)
+    assert stock == patched
+
+
 def test_partial_writes_and_would_block_are_counted():
     payload = os.urandom(8 * 1024 * 1024)
 

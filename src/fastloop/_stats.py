@@ -68,10 +68,12 @@ _COUNTERS = {
 
 
 class WriteAccumulator:
-    """One thread's ``write_to_fd`` totals; only that thread writes to it."""
+    """One thread's ``write_to_fd`` totals; only that thread writes to it.
+
+    Calls are counted by the histogram alone (one update fewer per write).
+    """
 
     __slots__ = (
-        "calls",
         "cpu_calls",
         "cpu_ns",
         "errors",
@@ -84,15 +86,16 @@ class WriteAccumulator:
     )
 
     def __init__(self) -> None:
-        self.calls = self.offered = self.written = 0
+        self.offered = self.written = 0
         self.would_block = self.errors = 0
         self.wall_ns = self.max_ns = 0
         self.cpu_ns = self.cpu_calls = 0
         self.histogram = [0] * BUCKETS
 
     def totals(self) -> list[int]:
+        histogram = list(self.histogram)
         return [
-            self.calls,
+            sum(histogram),
             self.offered,
             self.written,
             self.would_block,
@@ -100,7 +103,7 @@ class WriteAccumulator:
             self.wall_ns,
             self.cpu_ns,
             self.cpu_calls,
-            *self.histogram,
+            *histogram,
         ]
 
 
@@ -121,7 +124,7 @@ def write_accumulator() -> WriteAccumulator:
 
 
 class StreamCounters:
-    """Counters kept on one stream object, so nothing global grows per stream.
+    """One stream's counters, carried by the stream, so nothing global grows per stream.
 
     ``totals`` is the accumulator of the thread that made it: a stream is
     written by its IOLoop's thread, so caching it here saves a thread-local
@@ -160,7 +163,7 @@ class StreamStats:
 
 def stream_stats(stream: object) -> StreamStats:
     """The write counters of one IOStream (zeros if it never wrote while patched)."""
-    counters = getattr(stream, "_fastloop_writes", None)
+    counters = getattr(getattr(stream, "_write_buffer", None), "_fastloop_writes", None)
     if counters is None:
         return StreamStats()
     return StreamStats(
