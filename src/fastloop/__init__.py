@@ -4,6 +4,8 @@ import fastloop
 fastloop.install()        # all default patches, now or when Tornado is imported
 ...
 print(fastloop.report())  # what they did
+fastloop.watch(threshold_ms=100)         # log where a blocked loop is stuck
+with fastloop.profile() as p: ...        # sample the loop threads
 """
 
 from fastloop import patches as _patches  # noqa: F401  (registers the patch records)
@@ -17,21 +19,27 @@ from fastloop._stats import (
     stream_stats,
 )
 from fastloop.config import configure
+from fastloop.profiler import Profile, profile
+from fastloop.watchdog import Watchdog, watch
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Profile",
     "Snapshot",
     "StreamStats",
+    "Watchdog",
     "__version__",
     "available",
     "configure",
     "install",
     "installed",
     "patched",
+    "profile",
     "report",
     "reset_stats",
     "stats",
     "stream_stats",
     "uninstall",
+    "watch",
 ]

@@ -1,4 +1,4 @@
-"""What the ``fastloop.pth`` line calls when ``FASTLOOP`` is set.
+"""What the ``fastloop.pth`` line calls when a ``FASTLOOP*`` activation variable is set.
 
 Runs inside ``site`` at interpreter start-up, before the application: it
 must not raise, must not import Tornado (patches arm post-import hooks
@@ -30,11 +30,12 @@ def run() -> None:
             print(problem, file=sys.stderr)
         for name, value in chosen.items():
             setattr(config.settings, name, value)
-        if config.settings.report is not None:
-            from fastloop import _stats
+        config.apply_side_effects(config.settings.block_ms is not None)
+        if os.environ.get("FASTLOOP_PROFILE"):
+            from fastloop import profiler
 
-            _stats.arm_exit_report()
-        if names is None or names:
+            profiler.profile_until_exit(os.environ["FASTLOOP_PROFILE"], os.environ)
+        if os.environ.get("FASTLOOP") and (names is None or names):
             _registry.install(names)
     except Exception as exc:  # start-up must go on whatever happens here
         print(f"fastloop: not activated: {exc!r}", file=sys.stderr)

@@ -9,7 +9,7 @@ import sys
 from importlib import metadata
 from typing import Any
 
-from fastloop import _launch, _registry, config
+from fastloop import _launch, _registry, _stats, config, watchdog
 
 
 def _version(distribution: str) -> str | None:
@@ -33,6 +33,7 @@ def diagnose(environ: dict[str, str] | None = None) -> dict[str, Any]:
     requested, problems = config.patches_from_environ(env, _registry.known())
     _, setting_problems = config.settings_from_environ(env)
     problems += setting_problems
+    running = watchdog.process_watchdog()
     verdicts = _registry.available()
     wanted = (
         list(_registry.known())
@@ -52,12 +53,27 @@ def diagnose(environ: dict[str, str] | None = None) -> dict[str, Any]:
         "event_loop": _loop_kind(),
         "pth_installed": _launch.pth_active(),
         "installed_now": sorted(_registry.installed()),
+        "watchdog": {
+            "running_now": _stats.WATCHDOG.snapshot().watching,
+            "threshold_ms": running.threshold_ms if running else None,
+            "block_ms_setting": env.get("FASTLOOP_BLOCK_MS"),
+        },
         "patches": verdicts,
         "requested": wanted,
         "settings": settings,
         "problems": [str(p) for p in problems],
         "ok": not problems and all(verdicts.get(name) is None for name in wanted),
     }
+
+
+def _watchdog_line(state: dict[str, Any]) -> str:
+    if state["threshold_ms"] is not None:
+        return f"on, threshold {state['threshold_ms']:g} ms (FASTLOOP_BLOCK_MS)"
+    if state["running_now"]:
+        return "on (fastloop.watch in this process)"
+    if state["block_ms_setting"]:
+        return "off here; FASTLOOP_BLOCK_MS starts it in each new process"
+    return "off: set FASTLOOP_BLOCK_MS=N to log stacks of loops blocked > N ms"
 
 
 def render(report: dict[str, Any]) -> str:
@@ -74,6 +90,7 @@ def render(report: dict[str, Any]) -> str:
             else "not in a site directory: `fastloop run` falls back to sitecustomize"
         ),
         f"active now    {', '.join(report['installed_now']) or 'none (this process)'}",
+        f"watchdog      {_watchdog_line(report['watchdog'])}",
         "patches",
     ]
     for name, why in report["patches"].items():

@@ -199,6 +199,26 @@ def _bucket_upper_ns(index: int) -> int:
     return (1 << index) - 1 if index else 0
 
 
+def _buckets(counts: list[int]) -> tuple[tuple[int, int], ...]:
+    return tuple(
+        (_bucket_upper_ns(index), count) for index, count in enumerate(counts) if count
+    )
+
+
+def _percentile(
+    histogram: tuple[tuple[int, int], ...], total: int, max_ns: int, fraction: float
+) -> int:
+    if not total:
+        return 0
+    wanted = fraction * total
+    seen = 0
+    for upper, count in histogram:
+        seen += count
+        if seen >= wanted:
+            return min(upper, max_ns)
+    return max_ns
+
+
 @dataclass(frozen=True)
 class WriteStats:
     """``write_to_fd`` calls across every stream of the process."""
@@ -224,15 +244,7 @@ class WriteStats:
 
     def percentile_ns(self, fraction: float) -> int:
         """Upper bound of the bucket holding that fraction of calls (0 if none)."""
-        if not self.calls:
-            return 0
-        wanted = fraction * self.calls
-        seen = 0
-        for upper, count in self.histogram:
-            seen += count
-            if seen >= wanted:
-                return min(upper, self.max_ns)
-        return self.max_ns
+        return _percentile(self.histogram, self.calls, self.max_ns, fraction)
 
     @property
     def p50_ns(self) -> int:
@@ -247,6 +259,91 @@ class WriteStats:
         return self.percentile_ns(0.99)
 
 
+class WatchdogRecorder:
+    """Blocked-loop episodes and loop lag, written by the watchdog threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.running = 0  # watchdog threads alive now
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.beats = self.episodes = 0
+            self.blocked_ns = self.max_blocked_ns = self.max_lag_ns = 0
+            self.histogram = [0] * BUCKETS
+
+    def lag(self, lag_ns: int) -> None:
+        """One heartbeat's lag: from posting it to the loop running it."""
+        with self._lock:
+            self.beats += 1
+            self.histogram[lag_ns.bit_length()] += 1
+            self.max_lag_ns = max(self.max_lag_ns, lag_ns)
+
+    def episode(self, blocked_ns: int) -> None:
+        with self._lock:
+            self.episodes += 1
+            self.blocked_ns += blocked_ns
+            self.max_blocked_ns = max(self.max_blocked_ns, blocked_ns)
+
+    def after_fork(self) -> None:
+        """In a forked child: no watchdog thread survived, and no lock holder."""
+        self._lock = threading.Lock()
+        self.running = 0
+
+    def started(self, change: int) -> None:
+        with self._lock:
+            self.running += change
+
+    def snapshot(self) -> WatchdogStats:
+        with self._lock:
+            return WatchdogStats(
+                watching=self.running > 0,
+                episodes=self.episodes,
+                blocked_ns=self.blocked_ns,
+                max_blocked_ns=self.max_blocked_ns,
+                beats=self.beats,
+                max_lag_ns=self.max_lag_ns,
+                lag_histogram=_buckets(self.histogram),
+            )
+
+
+WATCHDOG = WatchdogRecorder()
+
+
+@dataclass(frozen=True)
+class WatchdogStats:
+    """What the blocked-loop watchdogs saw (``fastloop.watch``)."""
+
+    watching: bool
+    """Whether a watchdog runs now."""
+    episodes: int
+    """Times a loop stayed away from its selector longer than the threshold."""
+    blocked_ns: int
+    """Total time of those episodes."""
+    max_blocked_ns: int
+    beats: int
+    """Heartbeats the loops ran; each is one lag sample."""
+    max_lag_ns: int
+    lag_histogram: tuple[tuple[int, int], ...] = field(default=())
+    """(upper bound in ns, heartbeats) per non-empty log2 bucket of lag."""
+
+    def lag_percentile_ns(self, fraction: float) -> int:
+        return _percentile(self.lag_histogram, self.beats, self.max_lag_ns, fraction)
+
+    @property
+    def lag_p50_ns(self) -> int:
+        return self.lag_percentile_ns(0.50)
+
+    @property
+    def lag_p90_ns(self) -> int:
+        return self.lag_percentile_ns(0.90)
+
+    @property
+    def lag_p99_ns(self) -> int:
+        return self.lag_percentile_ns(0.99)
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """What the patches did since start-up or the last ``reset_stats()``."""
@@ -254,6 +351,7 @@ class Snapshot:
     add_callback: AddCallbackStats
     wakeup: WakeupStats
     write_to_fd: WriteStats
+    watchdog: WatchdogStats
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (percentiles included)."""
@@ -263,6 +361,11 @@ class Snapshot:
         writes["p50_ns"] = self.write_to_fd.p50_ns
         writes["p90_ns"] = self.write_to_fd.p90_ns
         writes["p99_ns"] = self.write_to_fd.p99_ns
+        lags = data["watchdog"]
+        lags["lag_histogram"] = [list(pair) for pair in self.watchdog.lag_histogram]
+        lags["lag_p50_ns"] = self.watchdog.lag_p50_ns
+        lags["lag_p90_ns"] = self.watchdog.lag_p90_ns
+        lags["lag_p99_ns"] = self.watchdog.lag_p99_ns
         return data
 
 
@@ -294,11 +397,7 @@ def stats() -> Snapshot:
     calls, offered, written, would_block, errors, wall_ns, cpu_ns, cpu_calls = writes[
         :8
     ]
-    histogram = tuple(
-        (_bucket_upper_ns(index), count)
-        for index, count in enumerate(writes[8:])
-        if count
-    )
+    histogram = _buckets(writes[8:])
     return Snapshot(
         add_callback=AddCallbackStats(
             remote_callbacks=now["remote_callbacks"],
@@ -322,6 +421,7 @@ def stats() -> Snapshot:
             stalled_ns=max(0, _cpu_timed_wall(writes) - cpu_ns) if cpu_calls else 0,
             histogram=histogram,
         ),
+        watchdog=WATCHDOG.snapshot(),
     )
 
 
@@ -342,6 +442,7 @@ def reset_stats() -> None:
         with _accumulators_lock:
             for accumulator in _accumulators:
                 accumulator.max_ns = 0
+    WATCHDOG.reset()
 
 
 def _ms(ns: int) -> str:
@@ -382,6 +483,22 @@ def report(snapshot: Snapshot | None = None) -> str:
     lines.append("self-pipe wake-ups")
     lines.append(f"  requested        {k.requested:>14,}")
     lines.append(f"  written          {k.written:>14,}")
+    d = s.watchdog
+    if d.watching or d.beats:
+        lines.append("")
+        lines.append(f"blocked-loop watchdog ({'on' if d.watching else 'off'})")
+        lines.append(f"  blocked episodes {d.episodes:>14,}")
+        if d.episodes:
+            lines.append(
+                f"  blocked time     {_ms(d.blocked_ns)} in all, "
+                f"longest {_ms(d.max_blocked_ns)}"
+            )
+        if d.beats:
+            lines.append(
+                f"  loop lag         p50 <= {_ms(d.lag_p50_ns)}, "
+                f"p90 <= {_ms(d.lag_p90_ns)}, p99 <= {_ms(d.lag_p99_ns)}, "
+                f"max {_ms(d.max_lag_ns)} ({d.beats:,} heartbeats)"
+            )
     return "\n".join(lines)
 
 

@@ -79,6 +79,7 @@ class Settings:
     slow_write_ms: float = 5.0
     write_cpu: bool = False
     report: str | None = None  # None: no exit report; "stderr"; or a JSON path
+    block_ms: float | None = None  # the process-wide watchdog's threshold; None: off
     #: slow_write_ms in ns, kept in step by __setattr__: read on every write.
     slow_write_ns: int = field(default=5_000_000, init=False, repr=False)
 
@@ -94,6 +95,7 @@ SETTING_VARIABLES = {
     "slow_write_ms": "FASTLOOP_SLOW_WRITE_MS",
     "write_cpu": "FASTLOOP_WRITE_CPU",
     "report": "FASTLOOP_REPORT",
+    "block_ms": "FASTLOOP_BLOCK_MS",
 }
 
 
@@ -129,6 +131,16 @@ def parse_setting(name: str, value: object) -> object:
         if text.lower() in {"1", "true", "stderr"}:
             return "stderr"
         return text
+    if name == "block_ms":
+        if value is None:
+            return None
+        try:
+            number = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise SettingError("a number > 0 (milliseconds)") from None
+        if not 0 < number < float("inf"):
+            raise SettingError("a number > 0 (milliseconds)")
+        return number
     raise SettingError(f"one of {', '.join(SETTING_VARIABLES)}")
 
 
@@ -170,7 +182,16 @@ def configure(**changes: object) -> None:
             ) from None
     for name, value in parsed.items():
         setattr(settings, name, value)
+    apply_side_effects("block_ms" in parsed)
+
+
+def apply_side_effects(block_ms_changed: bool = True) -> None:
+    """Arm the exit report, and start or stop the process-wide watchdog."""
     if settings.report is not None:
         from fastloop import _stats
 
         _stats.arm_exit_report()
+    if block_ms_changed:
+        from fastloop import watchdog
+
+        watchdog.follow_setting(settings.block_ms)

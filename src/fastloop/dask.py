@@ -17,10 +17,12 @@ which reach every process of the cluster without any handler of ours.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, TypeVar
 
 from fastloop import _registry
-from fastloop._stats import WriteStats, stats
+from fastloop._stats import WatchdogStats, WriteStats, stats
+
+T = TypeVar("T", WriteStats, WatchdogStats)
 
 log = logging.getLogger("fastloop")
 
@@ -41,17 +43,29 @@ def _add(total: dict[str, Any], part: dict[str, Any]) -> None:
     for key, value in part.items():
         if isinstance(value, dict):
             _add(total.setdefault(key, {}), value)
-        elif key == "histogram":
+        elif key.endswith("histogram"):
             merged = dict(map(tuple, total.get(key, [])))
             for upper, count in value:
                 merged[upper] = merged.get(upper, 0) + count
             total[key] = sorted([upper, count] for upper, count in merged.items())
-        elif key.startswith(("p50_", "p90_", "p99_")):
+        elif key.startswith(("p50_", "p90_", "p99_", "lag_p")):
             continue  # recomputed from the merged histogram
+        elif isinstance(value, bool):
+            total[key] = total.get(key, False) or value
         elif key.startswith("max_"):
             total[key] = max(total.get(key, 0), value)
         else:
             total[key] = total.get(key, 0) + value
+
+
+def _rebuild(kind: type[T], data: dict[str, Any]) -> T:
+    """The stats dataclass back from its merged ``to_dict()`` form."""
+    known = kind.__dataclass_fields__
+    fields = {k: v for k, v in data.items() if k in known}
+    for key, value in fields.items():
+        if key.endswith("histogram"):
+            fields[key] = tuple((upper, count) for upper, count in value)
+    return kind(**fields)
 
 
 def cluster_stats(client: Any) -> dict[str, Any]:
@@ -66,15 +80,10 @@ def cluster_stats(client: Any) -> dict[str, Any]:
     total: dict[str, Any] = {}
     for part in (scheduler, *workers.values()):
         _add(total, part)
-    writes = total["write_to_fd"]
-    merged = WriteStats(
-        **{
-            k: v
-            for k, v in writes.items()
-            if k in WriteStats.__dataclass_fields__ and k != "histogram"
-        },
-        histogram=tuple((upper, count) for upper, count in writes["histogram"]),
-    )
+    writes, lags = total["write_to_fd"], total["watchdog"]
+    merged_writes = _rebuild(WriteStats, writes)
+    merged_lags = _rebuild(WatchdogStats, lags)
     for name, fraction in (("p50_ns", 0.50), ("p90_ns", 0.90), ("p99_ns", 0.99)):
-        writes[name] = merged.percentile_ns(fraction)
+        writes[name] = merged_writes.percentile_ns(fraction)
+        lags[f"lag_{name}"] = merged_lags.lag_percentile_ns(fraction)
     return {"scheduler": scheduler, "workers": dict(workers), "total": total}

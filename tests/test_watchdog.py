@@ -1,0 +1,233 @@
+"""The blocked-loop watchdog: one episode per block, with its stack, nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from tornado.ioloop import IOLoop
+
+import fastloop
+from fastloop import _doctor
+from tests_support import require_installed_pth
+
+
+@pytest.fixture(autouse=True)
+def no_thread_left_behind():
+    fastloop.reset_stats()
+    yield
+    leftover = [t.name for t in threading.enumerate() if t.name.startswith("fastloop")]
+    assert leftover == []
+
+
+async def until(condition, deadline_s=20.0):
+    """Let the loop run until ``condition()``; fail the test after a long while."""
+    give_up = time.monotonic() + deadline_s
+    while not condition():
+        assert time.monotonic() < give_up, "condition never became true"
+        await asyncio.sleep(0.005)
+
+
+def watchdog_records(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == "fastloop"]
+
+
+def sleeping_handler_for_the_test():
+    time.sleep(0.2)
+
+
+def test_a_200ms_sleep_gives_one_episode_with_the_sleeper_in_the_stack(caplog):
+    caplog.set_level(logging.WARNING, logger="fastloop")
+
+    async def main():
+        io = IOLoop.current()  # watch() with no loop watches every IOLoop
+        with fastloop.watch(threshold_ms=50):
+            await until(lambda: fastloop.stats().watchdog.beats >= 2)
+            io.add_callback(sleeping_handler_for_the_test)
+            await until(lambda: fastloop.stats().watchdog.episodes >= 1)
+            beats = fastloop.stats().watchdog.beats
+            await until(lambda: fastloop.stats().watchdog.beats >= beats + 3)
+
+    asyncio.run(main())
+    watched = fastloop.stats().watchdog
+    assert watched.episodes == 1
+    assert watched.max_blocked_ns == watched.blocked_ns > 50_000_000
+    assert watched.max_lag_ns >= watched.max_blocked_ns
+    assert not watched.watching
+    blocked, recovered = watchdog_records(caplog)
+    assert "event loop on thread 'MainThread' blocked for" in blocked
+    assert "sleeping_handler_for_the_test" in blocked
+    assert "time.sleep(0.2)" in blocked
+    assert __file__ in blocked
+    assert "responsive again after" in recovered
+    assert "blocked episodes              1" in fastloop.report()
+
+
+def test_a_busy_but_responsive_loop_has_no_episode(caplog):
+    caplog.set_level(logging.WARNING, logger="fastloop")
+
+    async def main():
+        io = IOLoop.current()
+        finished = asyncio.get_running_loop().create_future()
+        left = [300]
+
+        def two_ms_of_work():
+            time.sleep(0.002)
+            left[0] -= 1
+            if left[0]:
+                io.add_callback(two_ms_of_work)
+            else:
+                finished.set_result(None)
+
+        with fastloop.watch(threshold_ms=300):
+            io.add_callback(two_ms_of_work)
+            await finished
+            await until(lambda: fastloop.stats().watchdog.beats >= 5)
+
+    asyncio.run(main())
+    assert fastloop.stats().watchdog.episodes == 0
+    assert watchdog_records(caplog) == []
+
+
+def test_loops_in_several_threads_each_get_their_own_episodes(caplog):
+    caplog.set_level(logging.WARNING, logger="fastloop")
+    ready = threading.Barrier(3)
+    release = threading.Event()
+
+    def run_loop(block: bool):
+        async def main():
+            io = IOLoop.current()
+            await until(lambda: fastloop.stats().watchdog.beats >= 4)
+            ready.wait()
+            if block:
+                io.add_callback(sleeping_handler_for_the_test)
+            await asyncio.get_running_loop().run_in_executor(None, release.wait)
+
+        asyncio.run(main())
+
+    with fastloop.watch(threshold_ms=50):
+        threads = [
+            threading.Thread(target=run_loop, args=(block,), name=name)
+            for block, name in ((True, "blocking-loop"), (False, "healthy-loop"))
+        ]
+        for thread in threads:
+            thread.start()
+        ready.wait()
+        give_up = time.monotonic() + 20
+        while fastloop.stats().watchdog.episodes < 1 and time.monotonic() < give_up:
+            time.sleep(0.01)
+        time.sleep(0.1)  # a tick or two more, to see that nothing else is logged
+        release.set()
+        for thread in threads:
+            thread.join()
+    assert fastloop.stats().watchdog.episodes == 1
+    blocked, recovered = watchdog_records(caplog)
+    assert "thread 'blocking-loop' blocked" in blocked
+    assert "sleeping_handler_for_the_test" in blocked
+    assert "thread 'blocking-loop' responsive again" in recovered
+
+
+def test_time_outside_a_stopped_loop_is_not_a_block(caplog):
+    caplog.set_level(logging.WARNING, logger="fastloop")
+    io = IOLoop(make_current=False)
+    try:
+        with fastloop.watch(threshold_ms=50, loop=io):
+            for _ in range(3):
+                io.run_sync(lambda: asyncio.sleep(0.05))
+                time.sleep(0.2)  # the loop is not running: nothing to report
+    finally:
+        io.close()
+    assert fastloop.stats().watchdog.episodes == 0
+    assert watchdog_records(caplog) == []
+
+
+def test_watching_one_loop_ends_when_it_closes():
+    io = IOLoop(make_current=False)
+    dog = fastloop.watch(threshold_ms=20, loop=io)
+    io.run_sync(lambda: asyncio.sleep(0.05))
+    io.close()
+    give_up = time.monotonic() + 20
+    while dog.running and time.monotonic() < give_up:
+        time.sleep(0.01)
+    assert not dog.running
+    assert fastloop.stats().watchdog.beats >= 1
+    dog.stop()  # idempotent
+
+
+@pytest.mark.parametrize("bad", [0, -5, "abc", float("nan"), float("inf"), None])
+def test_bad_thresholds_are_refused_clearly(bad):
+    with pytest.raises(ValueError, match=r"threshold_ms=.*expected a number"):
+        fastloop.watch(threshold_ms=bad)
+    with pytest.raises(ValueError, match=r"block_ms.*expected a number > 0"):
+        fastloop.configure(block_ms=bad if bad is not None else "none")
+
+
+def test_configure_block_ms_starts_and_stops_the_process_watchdog():
+    fastloop.configure(block_ms=75)
+    try:
+        assert fastloop.stats().watchdog.watching
+        assert "on, threshold 75 ms" in _doctor.render(_doctor.diagnose({}))
+        fastloop.configure(block_ms=40)  # re-threshold: still exactly one thread
+        names = [t.name for t in threading.enumerate()]
+        assert names.count("fastloop-watchdog") == 1
+    finally:
+        fastloop.configure(block_ms=None)
+    assert not fastloop.stats().watchdog.watching
+    assert "off: set FASTLOOP_BLOCK_MS" in _doctor.render(_doctor.diagnose({}))
+
+
+BLOCKING_APP = """
+import asyncio, time
+from tornado.ioloop import IOLoop
+
+def parse_a_huge_message():
+    time.sleep(0.3)
+
+async def main():
+    await asyncio.sleep(0.3)
+    IOLoop.current().add_callback(parse_a_huge_message)
+    await asyncio.sleep(0.5)
+    print("app ran")
+
+asyncio.run(main())
+"""
+
+
+def run_app(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKING_APP],
+        env=environ | env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_fastloop_block_ms_alone_watches_an_unchanged_app():
+    require_installed_pth()
+    result = run_app({"FASTLOOP_BLOCK_MS": "100"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "app ran\n"
+    assert result.stderr.count("blocked for") == 1
+    assert "parse_a_huge_message" in result.stderr
+    assert result.stderr.count("responsive again after") == 1
+
+
+def test_a_malformed_fastloop_block_ms_gets_one_line_and_the_app_runs_on():
+    require_installed_pth()
+    result = run_app({"FASTLOOP_BLOCK_MS": "soon"})
+    assert result.returncode == 0
+    assert result.stdout == "app ran\n"
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "FASTLOOP_BLOCK_MS" in lines[0]
+    assert "soon" in lines[0]
+    assert "a number > 0" in lines[0]
