@@ -30,8 +30,10 @@ def pth_active() -> bool:
 
 def environment(
     patches: Sequence[str] | None,
-    report: str | None,
-    slow_write_ms: float | None,
+    report: str | None = None,
+    slow_write_ms: float | None = None,
+    block_ms: float | None = None,
+    profile: Path | None = None,
     base: dict[str, str] | None = None,
 ) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
@@ -40,6 +42,10 @@ def environment(
         env["FASTLOOP_REPORT"] = report
     if slow_write_ms is not None:
         env["FASTLOOP_SLOW_WRITE_MS"] = repr(slow_write_ms)
+    if block_ms is not None:
+        env["FASTLOOP_BLOCK_MS"] = repr(block_ms)
+    if profile is not None:
+        env["FASTLOOP_PROFILE"] = str(profile.resolve())
     if not pth_active():
         package_parent = str(Path(fastloop.__file__).resolve().parents[1])
         hook = str(Path(fastloop.__file__).resolve().parent / "_sitecustomize")

@@ -105,6 +105,20 @@ def parser() -> argparse.ArgumentParser:
         metavar="N",
         help="warn about write_to_fd calls slower than N ms (0: off)",
     )
+    run.add_argument(
+        "--block-ms",
+        type=_positive_ms,
+        metavar="N",
+        help="log the stack of any IOLoop blocked longer than N ms",
+    )
+    run.add_argument(
+        "--profile",
+        type=Path,
+        metavar="FILE",
+        help="sample the loop threads every 10 ms; write collapsed stacks "
+        "(speedscope JSON if FILE ends in .speedscope.json) at exit; "
+        "child processes write FILE.<pid>",
+    )
     run.add_argument("command_args", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
     doctor = commands.add_parser(
         "doctor",
@@ -121,6 +135,16 @@ def _non_negative(text: str) -> float:
         value = -1.0
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def _positive_ms(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
     return value
 
 
@@ -145,7 +169,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "usage: fastloop run [options] -- COMMAND ...\n"
                 "fastloop run: error: missing COMMAND\n",
             )
-        env = _launch.environment(args.patches, args.report, args.slow_write_ms)
+        env = _launch.environment(
+            args.patches,
+            report=args.report,
+            slow_write_ms=args.slow_write_ms,
+            block_ms=args.block_ms,
+            profile=args.profile,
+        )
         return _launch.run(command, env)
     if args.command == "doctor":
         import json

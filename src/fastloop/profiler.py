@@ -1,0 +1,328 @@
+"""Sampling profiler of the event-loop threads: where does the loop spend its time?
+
+A daemon thread reads ``sys._current_frames()`` every ``interval_ms`` and
+keeps, for each thread that runs an IOLoop (or the one loop it was given),
+a count per distinct stack.  Counts, not samples: memory is bounded by the
+number of distinct stacks (capped) however long it runs.  A thread waiting
+in its selector is counted as ``(idle)``, apart from work.  Frames are
+labelled ``function (file:first line)`` so that samples at different lines
+of one function merge, as in flamegraph.pl's output.
+
+Output: collapsed stacks (``thread:NAME;frame;frame COUNT`` per line, the
+format of flamegraph.pl and speedscope's importer) or speedscope JSON, one
+sampled profile per thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import sys
+import threading
+from collections import Counter
+from collections.abc import MutableMapping
+from pathlib import Path
+from types import CodeType, FrameType, TracebackType
+from typing import Any
+
+from fastloop import _loops
+
+IDLE = "(idle)"
+#: Samples of stacks first seen once this many are known go to one bucket.
+MAX_STACKS = 20_000
+OTHER = "(other stacks)"
+MAX_DEPTH = 256
+
+# Innermost frames that mean "waiting for I/O": asyncio's selector, and the
+# Python frame that entered a loop written in C (uvloop), whose waiting has
+# no frame of its own.  (file suffix, function or None for any)
+_IDLE_LEAVES = (
+    ("/selectors.py", None),
+    ("/asyncio/runners.py", "run"),
+    ("/asyncio/base_events.py", "run_forever"),
+    ("/asyncio/base_events.py", "run_until_complete"),
+    ("/tornado/platform/asyncio.py", "start"),
+)
+
+
+def _is_idle_leaf(code: CodeType) -> bool:
+    filename = code.co_filename.replace("\\", "/")
+    return any(
+        filename.endswith(suffix) and name in (None, code.co_name)
+        for suffix, name in _IDLE_LEAVES
+    )
+
+
+def check_interval(interval_ms: object) -> float:
+    try:
+        value = float(interval_ms)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise ValueError(
+            f"fastloop profile interval_ms={interval_ms!r}: "
+            "expected a number of milliseconds > 0"
+        )
+    return value
+
+
+def _short_path(filename: str) -> str:
+    """Path relative to the longest sys.path entry holding it: 'asyncio/events.py'."""
+    best = ""
+    for entry in sys.path:
+        if entry and filename.startswith(entry) and len(entry) > len(best):
+            best = entry
+    return filename[len(best) :].lstrip("/\\") if best else filename
+
+
+class Profile:
+    """Samples loop threads until stopped: a context manager, or start()/stop()."""
+
+    def __init__(self, interval_ms: float = 10.0, loop: Any = None) -> None:
+        self.interval_ms = check_interval(interval_ms)
+        self._only = None if loop is None else _loops.asyncio_loop_of(loop)
+        self._counts: Counter[tuple[str, ...]] = Counter()
+        self._labels: dict[CodeType, tuple[str, bool]] = {}
+        self._threads: dict[int, int] = {}  # id(loop) -> thread ident (uvloop)
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.samples = 0
+
+    # --- control ----------------------------------------------------------
+
+    def start(self) -> Profile:
+        if self._thread is not None:
+            raise RuntimeError("this profile was already started")
+        self._thread = threading.Thread(
+            target=self._run, name="fastloop-profiler", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> Profile:
+        """Stop sampling; returns once the thread has ended (idempotent)."""
+        self._stopping.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def __enter__(self) -> Profile:
+        return self.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # --- sampling ---------------------------------------------------------
+
+    def _run(self) -> None:
+        interval = self.interval_ms / 1000
+        while not self._stopping.wait(interval):
+            try:
+                self._sample()
+            except Exception:  # a profiler must never take the process down
+                logging.getLogger("fastloop").exception(
+                    "fastloop: profiler sample failed; sampling on"
+                )
+
+    def _loop_threads(self) -> dict[int, str]:
+        loops = [self._only] if self._only is not None else _loops.tornado_loops()
+        idents = set()
+        for loop in loops:
+            ident = _loops.running_thread(loop) or self._threads.get(id(loop))
+            if ident is None and _loops.is_running(loop):
+                self._ask_thread(loop)
+            if ident is not None and _loops.is_running(loop):
+                idents.add(ident)
+        names = {t.ident: t.name for t in threading.enumerate()}
+        return {ident: names.get(ident, f"ident {ident}") for ident in idents}
+
+    def _ask_thread(self, loop: Any) -> None:
+        key = id(loop)
+
+        def tell() -> None:
+            self._threads[key] = threading.get_ident()
+
+        with contextlib.suppress(RuntimeError):  # closed since we looked
+            loop.call_soon_threadsafe(tell)
+
+    def _sample(self) -> None:
+        threads = self._loop_threads()
+        if not threads:
+            return
+        frames = sys._current_frames()
+        stacks = []
+        for ident, name in threads.items():
+            frame = frames.get(ident)
+            if frame is not None:
+                stacks.append(self._stack(name, frame))
+        del frames
+        self._record(stacks)
+
+    def _record(self, stacks: list[tuple[str, ...]]) -> None:
+        with self._lock:
+            for stack in stacks:
+                if stack not in self._counts and len(self._counts) >= MAX_STACKS:
+                    stack = (stack[0], OTHER)
+                self._counts[stack] += 1
+                self.samples += 1
+
+    def _stack(self, thread_name: str, frame: FrameType | None) -> tuple[str, ...]:
+        root = f"thread:{thread_name}"
+        labels: list[str] = []
+        innermost = True
+        while frame is not None and len(labels) < MAX_DEPTH:
+            label, idle_leaf = self._label(frame.f_code)
+            if innermost and idle_leaf:
+                return (root, IDLE)
+            innermost = False
+            labels.append(label)
+            frame = frame.f_back
+        labels.append(root)
+        labels.reverse()
+        return tuple(labels)
+
+    def _label(self, code: CodeType) -> tuple[str, bool]:
+        """``function (file:first line)``, and whether it marks an idle loop."""
+        known = self._labels.get(code)
+        if known is None:
+            path = _short_path(code.co_filename).replace("\\", "/")
+            name = getattr(code, "co_qualname", code.co_name)
+            label = f"{name} ({path}:{code.co_firstlineno})".replace(";", ",")
+            known = (label, _is_idle_leaf(code))
+            if len(self._labels) < MAX_STACKS:
+                self._labels[code] = known
+        return known
+
+    # --- results ----------------------------------------------------------
+
+    def stacks(self) -> dict[tuple[str, ...], int]:
+        """Sample count per distinct stack, outermost frame (the thread) first."""
+        with self._lock:
+            return dict(self._counts)
+
+    def collapsed(self) -> str:
+        """flamegraph.pl's input: one ``frame;frame;frame count`` line per stack."""
+        lines = [f"{';'.join(stack)} {count}" for stack, count in self.stacks().items()]
+        return "\n".join(sorted(lines)) + ("\n" if lines else "")
+
+    def speedscope(self, name: str = "fastloop profile") -> dict[str, Any]:
+        """speedscope's file format: one sampled profile per loop thread."""
+        frames: list[dict[str, Any]] = []
+        index: dict[str, int] = {}
+        by_thread: dict[str, list[tuple[list[int], int]]] = {}
+        for stack, count in sorted(self.stacks().items()):
+            indices = []
+            for label in stack[1:]:
+                if label not in index:
+                    index[label] = len(frames)
+                    frames.append(_speedscope_frame(label))
+                indices.append(index[label])
+            by_thread.setdefault(stack[0], []).append((indices, count))
+        profiles = []
+        for thread, samples in by_thread.items():
+            weights = [count * self.interval_ms for _, count in samples]
+            profiles.append(
+                {
+                    "type": "sampled",
+                    "name": thread,
+                    "unit": "milliseconds",
+                    "startValue": 0,
+                    "endValue": sum(weights),
+                    "samples": [indices for indices, _ in samples],
+                    "weights": weights,
+                }
+            )
+        from fastloop import __version__
+
+        return {
+            "$schema": "https://www.speedscope.app/file-format-schema.json",
+            "shared": {"frames": frames},
+            "profiles": profiles,
+            "name": name,
+            "activeProfileIndex": 0,
+            "exporter": f"fastloop {__version__}",
+        }
+
+    def write(self, path: str | Path) -> Path:
+        """speedscope JSON if the name ends in ``.speedscope.json``, else collapsed."""
+        path = Path(path)
+        if path.name.endswith(".speedscope.json"):
+            path.write_text(json.dumps(self.speedscope(path.name)) + "\n")
+        else:
+            path.write_text(self.collapsed())
+        return path
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return (
+            f"<fastloop.Profile interval_ms={self.interval_ms:g} {state}, "
+            f"{self.samples} samples, {len(self._counts)} stacks>"
+        )
+
+
+def _speedscope_frame(label: str) -> dict[str, Any]:
+    frame: dict[str, Any] = {"name": label}
+    where = label.rpartition(" (")[2].rstrip(")")
+    file, _, line = where.rpartition(":")
+    if file and line.isdigit():
+        frame["file"], frame["line"] = file, int(line)
+    return frame
+
+
+def profile(interval_ms: float = 10.0, loop: Any = None) -> Profile:
+    """A profiler of the loop threads (every IOLoop's, or ``loop``'s).
+
+    Use as ``with fastloop.profile() as p: ...`` then ``p.write(path)``, or
+    ``p = fastloop.profile().start()`` ... ``p.stop()``.
+    """
+    return Profile(interval_ms, loop)
+
+
+# --- FASTLOOP_PROFILE (fastloop run --profile FILE) ----------------------------
+
+
+def profile_until_exit(target: str, environ: MutableMapping[str, str]) -> Profile:
+    """Profile this process from now on and write ``target`` at exit.
+
+    Processes this one starts inherit the variable; it is rewritten so that
+    they write ``NAME.<pid>.EXT`` beside the file instead of overwriting it.
+    """
+    import atexit
+    import os
+
+    path = Path(target.replace("{pid}", str(os.getpid())))
+    environ["FASTLOOP_PROFILE"] = str(_per_process(Path(target)))
+    running = Profile().start()
+
+    def write() -> None:
+        running.stop()
+        try:
+            running.write(path)
+        except OSError as exc:
+            print(f"fastloop: could not write the profile: {exc}", file=sys.stderr)
+
+    atexit.register(write)
+    return running
+
+
+def _per_process(path: Path) -> Path:
+    if "{pid}" in path.name:
+        return path
+    name = path.name
+    for suffix in (".speedscope.json", ".collapsed", ".txt"):
+        if name.endswith(suffix):
+            return path.with_name(f"{name[: -len(suffix)]}.{{pid}}{suffix}")
+    return path.with_name(f"{name}.{{pid}}")

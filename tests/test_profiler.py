@@ -1,0 +1,216 @@
+"""The loop-thread sampling profiler: what it records, the formats it writes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from tornado.ioloop import IOLoop
+
+import fastloop
+from fastloop import profiler
+from tests_support import require_installed_pth
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+@pytest.fixture(autouse=True)
+def no_thread_left_behind():
+    yield
+    leftover = [t.name for t in threading.enumerate() if t.name.startswith("fastloop")]
+    assert leftover == []
+
+
+def sleeping_handler_for_the_test():
+    time.sleep(0.2)
+
+
+def profile_a_blocking_callback(interval_ms=5):
+    async def main():
+        io = IOLoop.current()
+        with fastloop.profile(interval_ms=interval_ms) as running:
+            await asyncio.sleep(0.1)  # idle in the selector
+            io.add_callback(sleeping_handler_for_the_test)
+            await asyncio.sleep(0.3)
+        return running
+
+    return asyncio.run(main())
+
+
+def parse_collapsed(text):
+    counts = Counter()
+    for line in text.splitlines():
+        stack, _, count = line.rpartition(" ")
+        counts[tuple(stack.split(";"))] += int(count)
+    return dict(counts)
+
+
+def test_the_blocking_function_and_idle_time_show_up_apart():
+    running = profile_a_blocking_callback()
+    assert not running.running
+    stacks = running.stacks()
+    assert sum(stacks.values()) == running.samples > 0
+    idle = stacks.get(("thread:MainThread", profiler.IDLE), 0)
+    busy = {s: n for s, n in stacks.items() if s[-1] != profiler.IDLE}
+    assert idle > 0
+    assert busy
+    for stack in busy:  # outermost first: the thread, ..., the loop, the callback
+        assert stack[0] == "thread:MainThread"
+    leaves = {stack[-1] for stack in busy}
+    assert any(leaf.startswith("sleeping_handler_for_the_test (") for leaf in leaves)
+    assert not any("selectors.py" in label for stack in busy for label in stack)
+
+
+def test_collapsed_output_parses_back_to_the_same_counts(tmp_path):
+    running = profile_a_blocking_callback()
+    path = running.write(tmp_path / "loop.collapsed")
+    text = path.read_text()
+    assert parse_collapsed(text) == running.stacks()
+    for line in text.splitlines():  # frame;frame;frame count, nothing else
+        stack, _, count = line.rpartition(" ")
+        assert count.isdigit()
+        assert all(stack.split(";"))
+    sys.path.insert(0, str(BENCH))
+    try:
+        from flamegraph import parse_collapsed as flamegraph_parse
+    finally:
+        sys.path.remove(str(BENCH))
+    assert flamegraph_parse(text) == running.stacks()
+
+
+def test_speedscope_json_has_what_its_schema_requires(tmp_path):
+    running = profile_a_blocking_callback()
+    path = running.write(tmp_path / "loop.speedscope.json")
+    data = json.loads(path.read_text())
+    # Required keys of https://www.speedscope.app/file-format-schema.json
+    assert data["$schema"] == "https://www.speedscope.app/file-format-schema.json"
+    frames = data["shared"]["frames"]
+    assert all(isinstance(frame["name"], str) for frame in frames)
+    assert all(isinstance(frame.get("line", 0), int) for frame in frames)
+    (thread,) = data["profiles"]
+    assert thread["type"] == "sampled"
+    assert thread["name"] == "thread:MainThread"
+    assert thread["unit"] == "milliseconds"
+    assert thread["startValue"] == 0
+    assert len(thread["samples"]) == len(thread["weights"])
+    assert thread["endValue"] == sum(thread["weights"])
+    assert thread["endValue"] == running.samples * running.interval_ms
+    used = {index for sample in thread["samples"] for index in sample}
+    assert used == set(range(len(frames)))
+    names = [frames[sample[-1]]["name"] for sample in thread["samples"]]
+    assert any(n.startswith("sleeping_handler_for_the_test") for n in names)
+    assert profiler.IDLE in names
+
+
+def test_memory_is_bounded_by_distinct_stacks(monkeypatch):
+    monkeypatch.setattr(profiler, "MAX_STACKS", 3)
+    running = fastloop.profile()
+    for depth in range(10):
+        running._record([("thread:T", *[f"f{i}" for i in range(depth)], "leaf")] * 2)
+    stacks = running.stacks()
+    assert len(stacks) == 4  # three kept, one bucket for the rest
+    assert stacks[("thread:T", profiler.OTHER)] == 14
+    assert sum(stacks.values()) == running.samples == 20
+
+
+def test_only_loop_threads_are_sampled():
+    stop = threading.Event()
+    bystander = threading.Thread(target=stop.wait, name="not-a-loop")
+    bystander.start()
+    try:
+        running = profile_a_blocking_callback()
+    finally:
+        stop.set()
+        bystander.join()
+    assert {stack[0] for stack in running.stacks()} == {"thread:MainThread"}
+
+
+def test_a_loop_given_explicitly_is_the_only_one_sampled():
+    io = IOLoop(make_current=False)
+    other = IOLoop(make_current=False)
+    elsewhere = threading.Thread(
+        target=other.run_sync, args=(lambda: asyncio.sleep(0.3),), name="other-loop"
+    )
+    try:
+        with fastloop.profile(interval_ms=2, loop=io) as running:
+            elsewhere.start()
+            io.run_sync(lambda: asyncio.sleep(0.2))
+        elsewhere.join()
+    finally:
+        io.close()
+        other.close()
+    assert running.samples > 0
+    assert {stack[0] for stack in running.stacks()} == {"thread:MainThread"}
+    assert ("thread:MainThread", profiler.IDLE) in running.stacks()
+
+
+@pytest.mark.parametrize("bad", [0, -1, "fast", float("nan")])
+def test_bad_intervals_are_refused_clearly(bad):
+    with pytest.raises(ValueError, match=r"interval_ms=.*expected a number"):
+        fastloop.profile(interval_ms=bad)
+
+
+def test_start_twice_is_an_error_and_stop_is_idempotent():
+    running = fastloop.profile().start()
+    with pytest.raises(RuntimeError, match="already started"):
+        running.start()
+    running.stop()
+    running.stop()
+    assert not running.running
+
+
+PROFILED_APP = """
+import asyncio, os, subprocess, sys, time
+from tornado.ioloop import IOLoop
+
+def crunch_numbers_in_the_loop():
+    time.sleep(0.25)
+
+async def main():
+    IOLoop.current().add_callback(crunch_numbers_in_the_loop)
+    await asyncio.sleep(0.5)
+
+asyncio.run(main())
+if len(sys.argv) > 1:
+    subprocess.run([sys.executable, *sys.argv[1:]], check=True)
+print("app ran")
+"""
+
+
+def test_fastloop_run_profile_writes_the_file_and_children_their_own(tmp_path):
+    require_installed_pth()
+    app = tmp_path / "app.py"
+    app.write_text(PROFILED_APP)
+    target = tmp_path / "app.collapsed"
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "fastloop", "run", "--profile", str(target), "--",
+            sys.executable, str(app), str(app),
+        ],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "app ran\napp ran\n"
+    written = sorted(p.name for p in tmp_path.glob("app*.collapsed"))
+    assert len(written) == 2  # the app's, and its child's beside it
+    assert "app.collapsed" in written
+    (child,) = [name for name in written if name != "app.collapsed"]
+    assert child.startswith("app.") and child.split(".")[1].isdigit()
+    for name in written:
+        text = (tmp_path / name).read_text()
+        assert "crunch_numbers_in_the_loop (" in text
+        assert profiler.IDLE in text
