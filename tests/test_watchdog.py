@@ -14,7 +14,7 @@ import pytest
 from tornado.ioloop import IOLoop
 
 import fastloop
-from fastloop import _doctor
+from fastloop import _doctor, watchdog
 from tests_support import require_installed_pth
 
 
@@ -67,6 +67,46 @@ def test_a_200ms_sleep_gives_one_episode_with_the_sleeper_in_the_stack(caplog):
     assert __file__ in blocked
     assert "responsive again after" in recovered
     assert "blocked episodes              1" in fastloop.report()
+
+
+def test_a_block_that_ends_as_the_loop_closes_is_one_episode(caplog):
+    caplog.set_level(logging.WARNING, logger="fastloop")
+
+    async def main():
+        IOLoop.current()
+        await until(lambda: fastloop.stats().watchdog.beats >= 2)
+        sleeping_handler_for_the_test()  # then the loop stops and closes
+
+    with fastloop.watch(threshold_ms=50):
+        asyncio.run(main())
+        give_up = time.monotonic() + 20
+        while fastloop.stats().watchdog.episodes < 1 and time.monotonic() < give_up:
+            time.sleep(0.01)
+    assert fastloop.stats().watchdog.episodes == 1
+    blocked, recovered = watchdog_records(caplog)
+    assert "sleeping_handler_for_the_test" in blocked
+    assert "responsive again after" in recovered
+
+
+def test_a_loop_closed_between_two_ticks_mid_episode_ends_the_episode(caplog):
+    # The race the end-to-end test above rarely hits: between two ticks the
+    # blocked loop finishes, stops, and IOLoop.close() drops it from
+    # Tornado's registry.  Driven tick by tick on a stopped watchdog.
+    caplog.set_level(logging.WARNING, logger="fastloop")
+    dog = fastloop.watch(threshold_ms=50)
+    dog.stop()
+    io = IOLoop(make_current=False)
+    blocked = watchdog._Watched(io.asyncio_loop)
+    blocked.posted_ns = watchdog._clock() - 80_000_000
+    blocked.blocked = True
+    dog._watched = {id(io.asyncio_loop): blocked}
+    io.close()
+    assert dog._tick()
+    assert dog._watched == {}
+    assert fastloop.stats().watchdog.episodes == 1
+    assert fastloop.stats().watchdog.blocked_ns >= 80_000_000
+    (recovered,) = watchdog_records(caplog)
+    assert "responsive again after" in recovered
 
 
 def test_a_busy_but_responsive_loop_has_no_episode(caplog):

@@ -137,11 +137,14 @@ class Watchdog:
         now = _clock()
         current = {}
         for loop in loops:
-            watched = self._watched.get(id(loop))
+            watched = self._watched.pop(id(loop), None)
             if watched is None or watched.loop is not loop:
                 watched = _Watched(loop)
             current[id(loop)] = watched
             self._check(watched, now)
+        for gone in self._watched.values():  # closed: whatever blocked it ended
+            if gone.blocked and gone.posted_ns is not None:
+                self._recovered(gone, now - gone.posted_ns)
         self._watched = current
         return True
 
@@ -187,6 +190,8 @@ class Watchdog:
         )
 
     def _log_blocked(self, watched: _Watched, blocked_ns: int) -> None:
+        if not log.isEnabledFor(logging.WARNING):
+            return
         thread = _loops.running_thread(watched.loop) or watched.thread
         frame = sys._current_frames().get(thread) if thread is not None else None
         if frame is None:
