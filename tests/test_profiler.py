@@ -33,7 +33,12 @@ def sleeping_handler_for_the_test():
     time.sleep(0.2)
 
 
-def profile_a_blocking_callback(interval_ms=5):
+def uvloop_run(coroutine):
+    uvloop = pytest.importorskip("uvloop")
+    return uvloop.run(coroutine)
+
+
+def profile_a_blocking_callback(interval_ms=5, runner=asyncio.run):
     async def main():
         io = IOLoop.current()
         with fastloop.profile(interval_ms=interval_ms) as running:
@@ -42,7 +47,7 @@ def profile_a_blocking_callback(interval_ms=5):
             await asyncio.sleep(0.3)
         return running
 
-    return asyncio.run(main())
+    return runner(main())
 
 
 def parse_collapsed(text):
@@ -53,8 +58,9 @@ def parse_collapsed(text):
     return dict(counts)
 
 
-def test_the_blocking_function_and_idle_time_show_up_apart():
-    running = profile_a_blocking_callback()
+@pytest.mark.parametrize("runner", [asyncio.run, uvloop_run], ids=["asyncio", "uvloop"])
+def test_the_blocking_function_and_idle_time_show_up_apart(runner):
+    running = profile_a_blocking_callback(runner=runner)
     assert not running.running
     stacks = running.stacks()
     assert sum(stacks.values()) == running.samples > 0

@@ -42,7 +42,13 @@ def sleeping_handler_for_the_test():
     time.sleep(0.2)
 
 
-def test_a_200ms_sleep_gives_one_episode_with_the_sleeper_in_the_stack(caplog):
+def uvloop_run(coroutine):
+    uvloop = pytest.importorskip("uvloop")
+    return uvloop.run(coroutine)
+
+
+@pytest.mark.parametrize("runner", [asyncio.run, uvloop_run], ids=["asyncio", "uvloop"])
+def test_a_200ms_sleep_gives_one_episode_with_the_sleeper_in_the_stack(caplog, runner):
     caplog.set_level(logging.WARNING, logger="fastloop")
 
     async def main():
@@ -54,7 +60,7 @@ def test_a_200ms_sleep_gives_one_episode_with_the_sleeper_in_the_stack(caplog):
             beats = fastloop.stats().watchdog.beats
             await until(lambda: fastloop.stats().watchdog.beats >= beats + 3)
 
-    asyncio.run(main())
+    runner(main())
     watched = fastloop.stats().watchdog
     assert watched.episodes == 1
     assert watched.max_blocked_ns == watched.blocked_ns > 50_000_000
