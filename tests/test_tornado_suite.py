@@ -7,7 +7,9 @@ the patched one only sets ``FASTLOOP=all`` and relies on the installed
 Tornado's suite fails any test that logs an unexpected warning, and a real
 slow ``write_to_fd`` (a 10 MiB TLS write can take 6 ms here) logs one by
 design; so the patched run sets ``FASTLOOP_SLOW_WRITE_MS=0``: every write
-is still instrumented, only that diagnostic line is off.
+is still instrumented, only that diagnostic line is off.  The patched run
+also has the watchdog (at 2 s, so that only a real stall would log) and the
+profiler running throughout, to show they leave Tornado's behaviour alone.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import tornado
@@ -29,17 +32,21 @@ PROBE = (
     "    fastloop = sys.modules.get('fastloop')\n"
     "    active = sorted(fastloop.installed()) if fastloop else []\n"
     "    print('fastloop active:', ','.join(active) or '-', file=sys.stderr)\n"
+    "    beats = fastloop.stats().watchdog.beats if fastloop else 0\n"
+    "    print('fastloop heartbeats:', beats, file=sys.stderr)\n"
     "atexit.register(report)\n"
     "sys.argv = ['tornado.test.runtests']\n"
     "runpy.run_module('tornado.test.runtests', run_name='__main__', alter_sys=True)\n"
 )
 
 
-def run_suite(fastloop: str | None) -> dict[str, object]:
+def run_suite(fastloop: str | None, profile: Path | None = None) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
     if fastloop is not None:
         env["FASTLOOP"] = fastloop
         env["FASTLOOP_SLOW_WRITE_MS"] = "0"
+        env["FASTLOOP_BLOCK_MS"] = "2000"
+        env["FASTLOOP_PROFILE"] = str(profile)
     result = subprocess.run(
         [sys.executable, "-c", PROBE],
         env=env,
@@ -52,7 +59,8 @@ def run_suite(fastloop: str | None) -> dict[str, object]:
     ran = re.search(r"^Ran (\d+) tests?", output, re.MULTILINE)
     skipped = re.search(r"skipped=(\d+)", output)
     active = re.search(r"^fastloop active: (\S+)$", output, re.MULTILINE)
-    assert ran and active, output[-3000:]
+    beats = re.search(r"^fastloop heartbeats: (\d+)$", output, re.MULTILINE)
+    assert ran and active and beats, output[-3000:]
     return {
         "returncode": result.returncode,
         "ran": int(ran.group(1)),
@@ -61,26 +69,33 @@ def run_suite(fastloop: str | None) -> dict[str, object]:
             set(re.findall(r"^(?:FAIL|ERROR): (.+)$", output, re.MULTILINE))
         ),
         "active": active.group(1),
+        "heartbeats": int(beats.group(1)),
         "tail": output[-3000:],
     }
 
 
 @pytest.mark.slow
-def test_tornado_suite_passes_with_the_same_counts_under_fastloop(capsys):
+def test_tornado_suite_passes_with_the_same_counts_under_fastloop(capsys, tmp_path):
     require_installed_pth()
     stock = run_suite(None)
-    patched = run_suite("all")
+    profile = tmp_path / "suite.collapsed"
+    patched = run_suite("all", profile)
     with capsys.disabled():  # the counts belong in the CI log
         print(
             f"\ntornado {tornado.version} suite: stock ran={stock['ran']} "
             f"skipped={stock['skipped']} rc={stock['returncode']}; FASTLOOP=all "
             f"ran={patched['ran']} skipped={patched['skipped']} "
-            f"rc={patched['returncode']} active={patched['active']}"
+            f"rc={patched['returncode']} active={patched['active']} "
+            f"watchdog heartbeats={patched['heartbeats']} "
+            f"profile lines={len(profile.read_text().splitlines())}"
         )
     applicable = sorted(
         name for name, why in fastloop.available().items() if why is None
     )
     assert stock["active"] == "-"
+    assert stock["heartbeats"] == 0
+    assert patched["heartbeats"] > 0  # the watchdog watched the suite's loops
+    assert "tornado/test/" in profile.read_text()  # and the profiler sampled them
     assert patched["active"].split(",") == applicable
     # A test that fails under stock Tornado too is Tornado's business on this
     # Python, not ours: what must match is the outcome, test for test.
