@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
-import math
 import sys
 import threading
 from collections import Counter
@@ -28,6 +26,7 @@ from types import CodeType, FrameType, TracebackType
 from typing import Any
 
 from fastloop import _loops
+from fastloop._ticker import Ticker, positive_ms
 
 IDLE = "(idle)"
 #: Samples of stacks first seen once this many are known go to one bucket.
@@ -56,16 +55,7 @@ def _is_idle_leaf(code: CodeType) -> bool:
 
 
 def check_interval(interval_ms: object) -> float:
-    try:
-        value = float(interval_ms)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        value = math.nan
-    if not 0 < value < math.inf:
-        raise ValueError(
-            f"fastloop profile interval_ms={interval_ms!r}: "
-            "expected a number of milliseconds > 0"
-        )
-    return value
+    return positive_ms("profile interval_ms", interval_ms)
 
 
 def _short_path(filename: str) -> str:
@@ -87,32 +77,28 @@ class Profile:
         self._labels: dict[CodeType, tuple[str, bool]] = {}
         self._threads: dict[int, int] = {}  # id(loop) -> thread ident (uvloop)
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._ticker: Ticker | None = None
         self.samples = 0
 
     # --- control ----------------------------------------------------------
 
     def start(self) -> Profile:
-        if self._thread is not None:
+        if self._ticker is not None:
             raise RuntimeError("this profile was already started")
-        self._thread = threading.Thread(
-            target=self._run, name="fastloop-profiler", daemon=True
-        )
-        self._thread.start()
+        period_s = self.interval_ms / 1000
+        self._ticker = Ticker("fastloop-profiler", period_s, self._sample)
+        self._ticker.start()
         return self
 
     def stop(self) -> Profile:
         """Stop sampling; returns once the thread has ended (idempotent)."""
-        self._stopping.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        if self._ticker is not None:
+            self._ticker.stop()
         return self
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._ticker is not None and self._ticker.running
 
     def __enter__(self) -> Profile:
         return self.start()
@@ -126,16 +112,6 @@ class Profile:
         self.stop()
 
     # --- sampling ---------------------------------------------------------
-
-    def _run(self) -> None:
-        interval = self.interval_ms / 1000
-        while not self._stopping.wait(interval):
-            try:
-                self._sample()
-            except Exception:  # a profiler must never take the process down
-                logging.getLogger("fastloop").exception(
-                    "fastloop: profiler sample failed; sampling on"
-                )
 
     def _loop_threads(self) -> dict[int, str]:
         loops = [self._only] if self._only is not None else _loops.tornado_loops()
@@ -158,10 +134,10 @@ class Profile:
         with contextlib.suppress(RuntimeError):  # closed since we looked
             loop.call_soon_threadsafe(tell)
 
-    def _sample(self) -> None:
+    def _sample(self) -> bool:
         threads = self._loop_threads()
         if not threads:
-            return
+            return True
         frames = sys._current_frames()
         stacks = []
         for ident, name in threads.items():
@@ -170,6 +146,7 @@ class Profile:
                 stacks.append(self._stack(name, frame))
         del frames
         self._record(stacks)
+        return True
 
     def _record(self, stacks: list[tuple[str, ...]]) -> None:
         with self._lock:

@@ -21,7 +21,6 @@ after the block did.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import sys
 import threading
@@ -32,6 +31,7 @@ from typing import Any
 
 from fastloop import _loops
 from fastloop._stats import WATCHDOG
+from fastloop._ticker import Ticker, positive_ms
 
 log = logging.getLogger("fastloop")
 
@@ -43,17 +43,7 @@ _clock = time.monotonic_ns
 
 
 def check_threshold(threshold_ms: object) -> float:
-    """A finite number of milliseconds > 0, else ValueError saying so."""
-    try:
-        value = float(threshold_ms)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        value = math.nan
-    if not 0 < value < math.inf:
-        raise ValueError(
-            f"fastloop watchdog threshold_ms={threshold_ms!r}: "
-            "expected a number of milliseconds > 0"
-        )
-    return value
+    return positive_ms("watchdog threshold_ms", threshold_ms)
 
 
 class _Watched:
@@ -83,22 +73,22 @@ class Watchdog:
         self._period_s = min(max(self.threshold_ms / 4000, 0.001), 0.25)
         self._only = None if loop is None else _loops.asyncio_loop_of(loop)
         self._watched: dict[int, _Watched] = {}
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name="fastloop-watchdog", daemon=True
+        self._ticker = Ticker(
+            "fastloop-watchdog",
+            self._period_s,
+            self._tick,
+            on_exit=lambda: WATCHDOG.started(-1),
         )
         WATCHDOG.started(+1)
-        self._thread.start()
+        self._ticker.start()
 
     @property
     def running(self) -> bool:
-        return self._thread.is_alive()
+        return self._ticker.running
 
     def stop(self) -> None:
         """Stop watching; returns once the thread has ended (idempotent)."""
-        self._stopping.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join()
+        self._ticker.stop()
 
     def __enter__(self) -> Watchdog:
         return self
@@ -114,17 +104,6 @@ class Watchdog:
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         return f"<fastloop.Watchdog threshold_ms={self.threshold_ms:g} {state}>"
-
-    def _run(self) -> None:
-        try:
-            while not self._stopping.wait(self._period_s):
-                try:
-                    if not self._tick():
-                        return
-                except Exception:  # a watchdog must never take the process down
-                    log.exception("fastloop: watchdog tick failed; watching on")
-        finally:
-            WATCHDOG.started(-1)
 
     def _tick(self) -> bool:
         """Check and feed every loop; False once an explicit loop has closed."""

@@ -1,0 +1,75 @@
+"""The daemon thread behind the watchdog and the profiler.
+
+Both observe loop threads from outside, so both are a thread that wakes
+every period, does a little work under the GIL, and must never take the
+host process down: an exception is logged and the next tick comes.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable
+
+log = logging.getLogger("fastloop")
+
+
+def positive_ms(what: str, value: object) -> float:
+    """A finite number of milliseconds > 0, else ValueError naming ``what``."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        number = math.nan
+    if not 0 < number < math.inf:
+        raise ValueError(
+            f"fastloop {what}={value!r}: expected a number of milliseconds > 0"
+        )
+    return number
+
+
+class Ticker:
+    """Calls ``tick()`` every ``period_s`` on a daemon thread until stopped.
+
+    ``tick()`` returning False ends the thread too; ``on_exit`` runs on the
+    thread as it ends, however it ends.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        period_s: float,
+        tick: Callable[[], bool],
+        on_exit: Callable[[], None] | None = None,
+    ) -> None:
+        self._period_s = period_s
+        self._tick = tick
+        self._on_exit = on_exit
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self) -> None:
+        """Returns once the thread has ended (idempotent; safe from the thread)."""
+        self._stopping.set()
+        started = self._thread.ident is not None
+        if started and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping.wait(self._period_s):
+                try:
+                    if not self._tick():
+                        return
+                except Exception:
+                    log.exception("fastloop: %s failed; going on", self._thread.name)
+        finally:
+            if self._on_exit is not None:
+                self._on_exit()
