@@ -1,0 +1,107 @@
+"""How close can a timed write_to_fd get to stock? The floor under the echo ratio.
+
+    python bench/echo_floor.py [--rounds N] [--json bench/results/echo_floor.json]
+
+The 64-byte IOStream echo (``fastloop bench``'s ``echo-64B``) with four
+versions of ``IOStream.write_to_fd``, interleaved: stock; a wrapper that
+only calls stock (the price of one more Python frame); a wrapper that also
+reads ``time.perf_counter_ns`` before and after (the least any per-call
+timing can cost in pure Python); and fastloop's ``write_to_fd`` patch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import tornado
+from tornado import iostream
+
+import fastloop
+from fastloop import ab, workloads
+
+TRIPS = 2000
+stock_write = iostream.IOStream.write_to_fd
+clock = time.perf_counter_ns
+
+
+def wrapper_only(self: Any, data: Any) -> int:
+    return stock_write(self, data)
+
+
+def two_clock_reads(self: Any, data: Any) -> int:
+    start = clock()
+    written = stock_write(self, data)
+    clock() - start
+    return written
+
+
+def echo() -> float:
+    return workloads.echo_64(asyncio.run, TRIPS)
+
+
+def with_write_to_fd(replacement: Callable[[Any, Any], int]) -> Callable[[], float]:
+    def arm() -> float:
+        iostream.IOStream.write_to_fd = replacement  # type: ignore[method-assign]
+        try:
+            return echo()
+        finally:
+            iostream.IOStream.write_to_fd = stock_write  # type: ignore[method-assign]
+
+    return arm
+
+
+def patched() -> float:
+    with fastloop.patched(["write_to_fd"]):
+        return echo()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=31)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    fastloop.uninstall()
+    arms = {
+        "stock": echo,
+        "wrapper only": with_write_to_fd(wrapper_only),
+        "two clock reads": with_write_to_fd(two_clock_reads),
+        "fastloop write_to_fd": patched,
+    }
+    times = ab.interleave(arms, rounds=args.rounds)
+    results = []
+    for name in list(arms)[1:]:
+        result = ab.paired(times["stock"], times[name], name="echo-64B", b_label=name)
+        added = statistics.median(
+            (b - a) / TRIPS * 1e9
+            for a, b in zip(times["stock"], times[name], strict=True)
+        )
+        print(f"{result}   (+{added:.0f} ns per round trip, 2 writes)", flush=True)
+        results.append(result.to_dict() | {"added_ns_per_round_trip": added})
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "benchmark": "echo_floor",
+                    "python": platform.python_version(),
+                    "tornado": tornado.version,
+                    "fastloop": fastloop.__version__,
+                    "results": results,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
