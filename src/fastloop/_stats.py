@@ -163,7 +163,7 @@ class StreamStats:
 
 def stream_stats(stream: object) -> StreamStats:
     """The write counters of one IOStream (zeros if it never wrote while patched)."""
-    counters = getattr(getattr(stream, "_write_buffer", None), "_fastloop_writes", None)
+    counters = getattr(stream, "_fastloop_writes", None)
     if counters is None:
         return StreamStats()
     return StreamStats(
