@@ -17,10 +17,6 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import PercentFormatter
-
 IDLE = "(idle)"
 #: Label of the one box that stands in for a frame's too-narrow children.
 NARROW = "(narrow frames)"
@@ -137,6 +133,11 @@ def render(
         raise ValueError("no samples to draw")
     boxes = layout(root, min_fraction)
     rows = max(box.depth for box in boxes) + 1
+    # Imported here so that parse_collapsed() needs no matplotlib.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import PercentFormatter
+
     fig = Figure(figsize=(12, rows * ROW_INCHES + 1.0), dpi=110)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
