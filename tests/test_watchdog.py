@@ -14,7 +14,7 @@ import pytest
 from tornado.ioloop import IOLoop
 
 import fastloop
-from fastloop import _doctor, watchdog
+from fastloop import _doctor, _ticker, watchdog
 from tests_support import require_installed_pth
 
 
@@ -277,3 +277,121 @@ def test_a_malformed_fastloop_block_ms_gets_one_line_and_the_app_runs_on():
     assert "FASTLOOP_BLOCK_MS" in lines[0]
     assert "soon" in lines[0]
     assert "a number > 0" in lines[0]
+
+
+def test_a_heartbeat_left_queued_in_a_stopped_loop_is_neither_block_nor_lag(caplog):
+    # Driven tick by tick: the heartbeat is posted while the loop runs, the
+    # loop stops before running it and stays stopped for four thresholds.
+    caplog.set_level(logging.WARNING, logger="fastloop")
+    dog = fastloop.watch(threshold_ms=50, loop=None)
+    dog.stop()
+    io = IOLoop(make_current=False)
+    dog._only = io.asyncio_loop
+
+    def post_then_stop():
+        dog._tick()  # the loop is running: a heartbeat goes in its queue
+        io.stop()  # and this iteration is its last
+
+    try:
+        io.add_callback(post_then_stop)
+        io.start()
+        (watched,) = dog._watched.values()
+        assert watched.posted_ns is not None and watched.ran_ns is None
+        time.sleep(0.2)
+        assert dog._tick()  # stopped, not blocked
+        assert watched.stale
+        io.run_sync(lambda: asyncio.sleep(0))  # the heartbeat runs, 200 ms late
+        assert dog._tick()
+    finally:
+        io.close()
+    watched_stats = fastloop.stats().watchdog
+    assert watched_stats.episodes == 0
+    assert watched_stats.max_lag_ns < 200_000_000  # the stale one is not lag
+    assert watchdog_records(caplog) == []
+
+
+def test_a_watched_loop_that_closes_mid_episode_ends_the_episode(caplog):
+    caplog.set_level(logging.WARNING, logger="fastloop")
+    io = IOLoop(make_current=False)
+    dog = fastloop.watch(threshold_ms=50, loop=io)
+    dog.stop()
+    blocked = watchdog._Watched(io.asyncio_loop)
+    blocked.posted_ns = watchdog._clock() - 80_000_000
+    blocked.blocked = True
+    dog._watched = {id(io.asyncio_loop): blocked}
+    io.close()
+    assert not dog._tick()  # its only loop closed: the watchdog ends
+    assert fastloop.stats().watchdog.episodes == 1
+    (recovered,) = watchdog_records(caplog)
+    assert "responsive again after" in recovered
+
+
+def test_configure_with_the_same_block_ms_keeps_the_running_watchdog():
+    fastloop.configure(block_ms=60)
+    try:
+        first = watchdog.process_watchdog()
+        fastloop.configure(block_ms=60)
+        assert watchdog.process_watchdog() is first
+        assert first is not None and first.running
+    finally:
+        fastloop.configure(block_ms=None)
+
+
+def test_a_tick_that_keeps_failing_is_logged_once_not_every_tick(caplog):
+    caplog.set_level(logging.ERROR, logger="fastloop")
+    calls = []
+
+    def broken_tick():
+        calls.append(1)
+        raise RuntimeError("internals moved")
+
+    ticker = _ticker.Ticker("fastloop-test-ticker", 0.001, broken_tick)
+    ticker.start()
+    give_up = time.monotonic() + 20
+    while len(calls) < 20 and time.monotonic() < give_up:
+        time.sleep(0.005)
+    ticker.stop()
+    assert len(calls) >= 20
+    (record,) = [r for r in caplog.records if r.name == "fastloop"]
+    assert "fastloop-test-ticker failed (1 times so far)" in record.getMessage()
+    assert record.exc_info is not None
+
+
+FORKING_APP = """
+import asyncio, os, sys, time
+import fastloop
+from tornado.ioloop import IOLoop
+
+fastloop.configure(block_ms=50)
+
+async def main():
+    IOLoop.current()
+    await asyncio.sleep(0.2)
+    pid = os.fork()
+    if pid == 0:  # the child's copy of this loop never runs again
+        time.sleep(0.4)
+        watched = fastloop.stats().watchdog
+        print("child", watched.watching, watched.episodes, flush=True)
+        os._exit(0)
+    await asyncio.sleep(0.5)
+    os.waitpid(pid, 0)
+    print("parent", fastloop.stats().watchdog.episodes, flush=True)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_watches_its_own_loops_not_the_parents_copies():
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    result = subprocess.run(
+        [sys.executable, "-c", FORKING_APP],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "blocked for" not in result.stderr
+    assert sorted(result.stdout.split("\n")[:2]) == ["child True 0", "parent 0"]

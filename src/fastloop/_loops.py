@@ -4,16 +4,24 @@ Tornado keeps every open IOLoop in ``IOLoop._ioloop_for_asyncio`` (asyncio
 loop -> IOLoop) until it is closed.  Reading that dict from another thread
 needs no hook in the loops, and imports nothing: if Tornado is not loaded
 there is no IOLoop to watch yet.
+
+A forked child inherits that dict with the parent's loops in it, and a loop
+copied while it ran still says it is running, though no thread of the child
+will ever run it: those are set aside at fork and never reported.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
+#: id -> loop, for loops this process inherited through fork (held, so that
+#: their ids cannot be reused by new loops).
+_inherited: dict[int, Any] = {}
 
-def tornado_loops() -> list[Any]:
-    """The asyncio loops of every IOLoop not yet closed (none before Tornado loads)."""
+
+def _registered() -> list[Any]:
     module = sys.modules.get("tornado.ioloop")
     registry = getattr(getattr(module, "IOLoop", None), "_ioloop_for_asyncio", None)
     if not isinstance(registry, dict):
@@ -21,6 +29,18 @@ def tornado_loops() -> list[Any]:
     # list(dict) runs in C without releasing the GIL: safe against the loop
     # threads adding and removing IOLoops meanwhile.
     return list(registry)
+
+
+def tornado_loops() -> list[Any]:
+    """The asyncio loops of this process's open IOLoops (none before Tornado loads)."""
+    return [loop for loop in _registered() if _inherited.get(id(loop)) is not loop]
+
+
+def _set_aside_inherited_loops() -> None:
+    _inherited.update((id(loop), loop) for loop in _registered())
+
+
+os.register_at_fork(after_in_child=_set_aside_inherited_loops)
 
 
 def asyncio_loop_of(loop: Any) -> Any:
@@ -40,6 +60,6 @@ def running_thread(loop: Any) -> int | None:
 
 def is_running(loop: Any) -> bool:
     try:
-        return bool(loop.is_running()) and not loop.is_closed()
+        return bool(loop.is_running())
     except Exception:  # a loop implementation we do not know: leave it be
         return False

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import itertools
 import json
+import os
 import sys
 import threading
 from dataclasses import asdict, dataclass, field
@@ -309,6 +310,7 @@ class WatchdogRecorder:
 
 
 WATCHDOG = WatchdogRecorder()
+os.register_at_fork(after_in_child=WATCHDOG.after_fork)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Both observe loop threads from outside, so both are a thread that wakes
 every period, does a little work under the GIL, and must never take the
-host process down: an exception is logged and the next tick comes.
+host process down: an exception is logged and the next tick comes.  A
+failure that repeats every tick is logged once a minute, not every tick.
 """
 
 from __future__ import annotations
@@ -10,9 +11,13 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable
 
 log = logging.getLogger("fastloop")
+
+#: A tick that keeps failing is logged at most this often.
+FAILURE_LOG_INTERVAL_S = 60.0
 
 
 def positive_ms(what: str, value: object) -> float:
@@ -63,13 +68,23 @@ class Ticker:
             self._thread.join()
 
     def _run(self) -> None:
+        quiet_until = 0.0
+        failures = 0
         try:
             while not self._stopping.wait(self._period_s):
                 try:
                     if not self._tick():
                         return
                 except Exception:
-                    log.exception("fastloop: %s failed; going on", self._thread.name)
+                    failures += 1
+                    if time.monotonic() >= quiet_until:
+                        quiet_until = time.monotonic() + FAILURE_LOG_INTERVAL_S
+                        log.exception(
+                            "fastloop: %s failed (%d times so far); going on, "
+                            "next report of this in a minute at the earliest",
+                            self._thread.name,
+                            failures,
+                        )
         finally:
             if self._on_exit is not None:
                 self._on_exit()

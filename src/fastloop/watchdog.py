@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
@@ -109,6 +110,7 @@ class Watchdog:
         """Check and feed every loop; False once an explicit loop has closed."""
         if self._only is not None:
             if self._only.is_closed():
+                self._end_open_episodes(self._watched.values())
                 return False
             loops = [self._only]
         else:
@@ -121,11 +123,16 @@ class Watchdog:
                 watched = _Watched(loop)
             current[id(loop)] = watched
             self._check(watched, now)
-        for gone in self._watched.values():  # closed: whatever blocked it ended
-            if gone.blocked and gone.posted_ns is not None:
-                self._recovered(gone, now - gone.posted_ns)
+        self._end_open_episodes(self._watched.values())  # their loops closed
         self._watched = current
         return True
+
+    def _end_open_episodes(self, closed: Iterable[_Watched]) -> None:
+        """A loop that closed is not blocked any more: end its episode now."""
+        now = _clock()
+        for watched in closed:
+            if watched.blocked and watched.posted_ns is not None:
+                self._recovered(watched, now - watched.posted_ns)
 
     def _check(self, watched: _Watched, now: int) -> None:
         loop = watched.loop
@@ -173,8 +180,8 @@ class Watchdog:
             return
         thread = _loops.running_thread(watched.loop) or watched.thread
         frame = sys._current_frames().get(thread) if thread is not None else None
-        if frame is None:
-            where = "  (its stack is not visible from here)\n"
+        if frame is None:  # uvloop names its thread only once a heartbeat ran
+            where = "  (its thread is not known yet: no heartbeat has run on it)\n"
         else:
             where = "".join(traceback.format_stack(frame, limit=STACK_LIMIT))
             del frame
@@ -210,15 +217,26 @@ _process_watchdog: list[Watchdog] = []
 _fork_hook = [False]
 
 
+_setting_lock = threading.Lock()
+
+
 def follow_setting(block_ms: float | None) -> None:
-    """Start, re-threshold or stop the process-wide watchdog to match the setting."""
-    while _process_watchdog:
-        _process_watchdog.pop().stop()
-    if block_ms is not None:
-        _process_watchdog.append(Watchdog(block_ms))
-        if not _fork_hook[0]:
-            _fork_hook[0] = True
-            os.register_at_fork(after_in_child=_restart_in_child)
+    """Start, re-threshold or stop the process-wide watchdog to match the setting.
+
+    The same threshold again leaves the running watchdog (and any episode it
+    is in the middle of) alone.
+    """
+    with _setting_lock:
+        running = process_watchdog()
+        if running is not None and block_ms == running.threshold_ms:
+            return
+        while _process_watchdog:
+            _process_watchdog.pop().stop()
+        if block_ms is not None:
+            _process_watchdog.append(Watchdog(block_ms))
+            if not _fork_hook[0]:
+                _fork_hook[0] = True
+                os.register_at_fork(after_in_child=_restart_in_child)
 
 
 def process_watchdog() -> Watchdog | None:
@@ -226,8 +244,10 @@ def process_watchdog() -> Watchdog | None:
 
 
 def _restart_in_child() -> None:
-    # Only the forking thread survives a fork: the child needs its own thread.
+    # Only the forking thread survives a fork: the child needs its own thread
+    # (and a fresh lock: the parent's may have been held at the fork).
+    global _setting_lock
+    _setting_lock = threading.Lock()
     if _process_watchdog:
         threshold = _process_watchdog.pop().threshold_ms
-        WATCHDOG.after_fork()
         _process_watchdog.append(Watchdog(threshold))
