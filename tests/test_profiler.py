@@ -72,6 +72,11 @@ def test_the_blocking_function_and_idle_time_show_up_apart(runner):
         assert stack[0] == "thread:MainThread"
     leaves = {stack[-1] for stack in busy}
     assert any(leaf.startswith("sleeping_handler_for_the_test (") for leaf in leaves)
+    whole = [s for s in busy if s[-1].startswith("sleeping_handler_for_the_test")]
+    assert any(  # the whole stack, from the test that started the loop down
+        any(label.startswith("profile_a_blocking_callback (") for label in stack)
+        for stack in whole
+    )
     assert not any("selectors.py" in label for stack in busy for label in stack)
 
 
@@ -114,6 +119,52 @@ def test_speedscope_json_has_what_its_schema_requires(tmp_path):
     names = [frames[sample[-1]]["name"] for sample in thread["samples"]]
     assert any(n.startswith("sleeping_handler_for_the_test") for n in names)
     assert profiler.IDLE in names
+    # each sample's weight is its own stack's count
+    by_stack = {
+        tuple(frames[i]["name"] for i in sample): weight
+        for sample, weight in zip(thread["samples"], thread["weights"], strict=True)
+    }
+    assert by_stack == {
+        stack[1:]: count * running.interval_ms
+        for stack, count in running.stacks().items()
+    }
+
+
+def waits_for_a_subprocess_in_the_loop():
+    subprocess.run(
+        [sys.executable, "-c", "import time; time.sleep(0.3)"],
+        capture_output=True,
+        check=True,
+    )
+
+
+def test_a_callback_waiting_in_selectors_for_a_subprocess_is_work_not_idle():
+    # subprocess.run(capture_output=True) waits in selectors.py too.
+    async def main():
+        io = IOLoop.current()
+        with fastloop.profile(interval_ms=5) as running:
+            io.add_callback(waits_for_a_subprocess_in_the_loop)
+            await asyncio.sleep(0.6)
+        return running
+
+    stacks = asyncio.run(main()).stacks()
+    waiting = sum(
+        count
+        for stack, count in stacks.items()
+        if any(f.startswith("waits_for_a_subprocess_in_the_loop") for f in stack)
+    )
+    assert waiting > 0
+
+
+def test_semicolons_in_names_cannot_break_the_collapsed_format():
+    source = "def odd():\n    import sys\n    return sys._getframe()\n"
+    namespace = {}
+    exec(compile(source, "odd;file.py", "exec"), namespace)
+    frame = namespace["odd"]()
+    stack = fastloop.profile()._stack("loop;thread", frame)
+    assert all(";" not in label for label in stack)
+    assert stack[0] == "thread:loop,thread"
+    assert stack[-1].startswith("odd (odd,file.py:")
 
 
 def test_memory_is_bounded_by_distinct_stacks(monkeypatch):
@@ -171,6 +222,52 @@ def test_start_twice_is_an_error_and_stop_is_idempotent():
     running.stop()
     running.stop()
     assert not running.running
+
+
+FORKING_APP = """
+import asyncio, os, sys, time
+from tornado.ioloop import IOLoop
+
+def parent_work_after_the_fork():
+    time.sleep(0.25)
+
+async def main():
+    io = IOLoop.current()
+    await asyncio.sleep(0.1)
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(0.1)
+        sys.exit(0)  # a normal exit: at-exit handlers run in the child
+    os.waitpid(pid, 0)
+    io.add_callback(parent_work_after_the_fork)
+    await asyncio.sleep(0.4)
+    print(pid)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_writes_its_own_profile_not_the_parents(tmp_path):
+    require_installed_pth()
+    target = tmp_path / "app.collapsed"
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    result = subprocess.run(
+        [sys.executable, "-c", FORKING_APP],
+        env=environ | {"FASTLOOP_PROFILE": str(target)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    child = int(result.stdout)
+    assert "parent_work_after_the_fork (" in target.read_text()
+    assert (tmp_path / f"app.{child}.collapsed").exists()
+    assert (
+        "parent_work_after_the_fork"
+        not in (tmp_path / f"app.{child}.collapsed").read_text()
+    )
 
 
 PROFILED_APP = """

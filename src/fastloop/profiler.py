@@ -15,8 +15,10 @@ sampled profile per thread.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
+import os
 import sys
 import threading
 from collections import Counter
@@ -25,7 +27,7 @@ from pathlib import Path
 from types import CodeType, FrameType, TracebackType
 from typing import Any
 
-from fastloop import _loops
+from fastloop import _fork, _loops
 from fastloop._ticker import Ticker, positive_ms
 
 IDLE = "(idle)"
@@ -34,23 +36,37 @@ MAX_STACKS = 20_000
 OTHER = "(other stacks)"
 MAX_DEPTH = 256
 
-# Innermost frames that mean "waiting for I/O": asyncio's selector, and the
-# Python frame that entered a loop written in C (uvloop), whose waiting has
-# no frame of its own.  (file suffix, function or None for any)
-_IDLE_LEAVES = (
-    ("/selectors.py", None),
+# Innermost frames that mean "the loop waits for I/O": the selector when the
+# loop's own _run_once called it (a callback that runs subprocess.run waits
+# in selectors too, and that is work), and the Python frame that entered a
+# loop written in C (uvloop), whose waiting has no frame of its own.  Under
+# uvloop a callback that is itself a C function (loop.call_soon(time.sleep,
+# 1)) has no frame either and cannot be told from idle.
+_LOOP_ENTRIES = (
     ("/asyncio/runners.py", "run"),
     ("/asyncio/base_events.py", "run_forever"),
     ("/asyncio/base_events.py", "run_until_complete"),
     ("/tornado/platform/asyncio.py", "start"),
 )
+SELECTOR, ENTRY = "selector", "entry"
 
 
-def _is_idle_leaf(code: CodeType) -> bool:
+def _idle_kind(code: CodeType) -> str | None:
     filename = code.co_filename.replace("\\", "/")
-    return any(
-        filename.endswith(suffix) and name in (None, code.co_name)
-        for suffix, name in _IDLE_LEAVES
+    if filename.endswith("/selectors.py"):
+        return SELECTOR
+    for suffix, name in _LOOP_ENTRIES:
+        if filename.endswith(suffix) and code.co_name == name:
+            return ENTRY
+    return None
+
+
+def _is_idle(frame: FrameType, kind: str | None) -> bool:
+    if kind == ENTRY:
+        return True
+    caller = frame.f_back
+    return (
+        kind == SELECTOR and caller is not None and caller.f_code.co_name == "_run_once"
     )
 
 
@@ -74,11 +90,17 @@ class Profile:
         self.interval_ms = check_interval(interval_ms)
         self._only = None if loop is None else _loops.asyncio_loop_of(loop)
         self._counts: Counter[tuple[str, ...]] = Counter()
-        self._labels: dict[CodeType, tuple[str, bool]] = {}
-        self._threads: dict[int, int] = {}  # id(loop) -> thread ident (uvloop)
+        self._labels: dict[CodeType, tuple[str, str | None]] = {}
+        #: id(loop) -> (loop, thread ident), learnt from a callback (uvloop)
+        self._threads: dict[int, tuple[Any, int]] = {}
         self._lock = threading.Lock()
         self._ticker: Ticker | None = None
         self.samples = 0
+        _fork.track(self)
+
+    def reset_after_fork(self) -> None:
+        # The sampling thread did not survive the fork, and may have held the lock.
+        self._lock = threading.Lock()
 
     # --- control ----------------------------------------------------------
 
@@ -117,19 +139,23 @@ class Profile:
         loops = [self._only] if self._only is not None else _loops.tornado_loops()
         idents = set()
         for loop in loops:
-            ident = _loops.running_thread(loop) or self._threads.get(id(loop))
+            learnt = self._threads.get(id(loop))
+            ident = _loops.running_thread(loop) or (
+                learnt[1] if learnt and learnt[0] is loop else None
+            )
             if ident is None and _loops.is_running(loop):
                 self._ask_thread(loop)
             if ident is not None and _loops.is_running(loop):
                 idents.add(ident)
+        present = {id(loop) for loop in loops}
+        for key in [key for key in self._threads if key not in present]:
+            del self._threads[key]  # closed loops: forget them
         names = {t.ident: t.name for t in threading.enumerate()}
         return {ident: names.get(ident, f"ident {ident}") for ident in idents}
 
     def _ask_thread(self, loop: Any) -> None:
-        key = id(loop)
-
         def tell() -> None:
-            self._threads[key] = threading.get_ident()
+            self._threads[id(loop)] = (loop, threading.get_ident())
 
         with contextlib.suppress(RuntimeError):  # closed since we looked
             loop.call_soon_threadsafe(tell)
@@ -157,12 +183,12 @@ class Profile:
                 self.samples += 1
 
     def _stack(self, thread_name: str, frame: FrameType | None) -> tuple[str, ...]:
-        root = f"thread:{thread_name}"
+        root = f"thread:{thread_name}".replace(";", ",")
         labels: list[str] = []
         innermost = True
         while frame is not None and len(labels) < MAX_DEPTH:
-            label, idle_leaf = self._label(frame.f_code)
-            if innermost and idle_leaf:
+            label, idle = self._label(frame.f_code)
+            if innermost and idle and _is_idle(frame, idle):
                 return (root, IDLE)
             innermost = False
             labels.append(label)
@@ -171,14 +197,14 @@ class Profile:
         labels.reverse()
         return tuple(labels)
 
-    def _label(self, code: CodeType) -> tuple[str, bool]:
-        """``function (file:first line)``, and whether it marks an idle loop."""
+    def _label(self, code: CodeType) -> tuple[str, str | None]:
+        """``function (file:first line)``, and whether it may mark an idle loop."""
         known = self._labels.get(code)
         if known is None:
             path = _short_path(code.co_filename).replace("\\", "/")
             name = getattr(code, "co_qualname", code.co_name)
             label = f"{name} ({path}:{code.co_firstlineno})".replace(";", ",")
-            known = (label, _is_idle_leaf(code))
+            known = (label, _idle_kind(code))
             if len(self._labels) < MAX_STACKS:
                 self._labels[code] = known
         return known
@@ -237,9 +263,11 @@ class Profile:
         """speedscope JSON if the name ends in ``.speedscope.json``, else collapsed."""
         path = Path(path)
         if path.name.endswith(".speedscope.json"):
-            path.write_text(json.dumps(self.speedscope(path.name)) + "\n")
+            path.write_text(
+                json.dumps(self.speedscope(path.name)) + "\n", encoding="utf-8"
+            )
         else:
-            path.write_text(self.collapsed())
+            path.write_text(self.collapsed(), encoding="utf-8")
         return path
 
     def __repr__(self) -> str:
@@ -276,23 +304,29 @@ def profile_until_exit(target: str, environ: MutableMapping[str, str]) -> Profil
 
     Processes this one starts inherit the variable; it is rewritten so that
     they write ``NAME.<pid>.EXT`` beside the file instead of overwriting it.
+    A child made by ``os.fork`` starts a profile of its own the same way
+    (the parent's samples stay the parent's).  Written at normal interpreter
+    exit: a process killed by a signal writes nothing.
     """
-    import atexit
-    import os
-
-    path = Path(target.replace("{pid}", str(os.getpid())))
-    environ["FASTLOOP_PROFILE"] = str(_per_process(Path(target)))
-    running = Profile().start()
+    pattern = str(_per_process(Path(target)))
+    environ["FASTLOOP_PROFILE"] = pattern
+    running = {Path(target.replace("{pid}", str(os.getpid()))): Profile().start()}
 
     def write() -> None:
-        running.stop()
-        try:
-            running.write(path)
-        except OSError as exc:
-            print(f"fastloop: could not write the profile: {exc}", file=sys.stderr)
+        for path, profile in running.items():
+            profile.stop()
+            try:
+                profile.write(path)
+            except Exception as exc:  # at exit: one line, never a traceback
+                print(f"fastloop: could not write {path}: {exc!r}", file=sys.stderr)
+
+    def restart_in_child() -> None:
+        running.clear()
+        running[Path(pattern.replace("{pid}", str(os.getpid())))] = Profile().start()
 
     atexit.register(write)
-    return running
+    os.register_at_fork(after_in_child=restart_in_child)
+    return next(iter(running.values()))
 
 
 def _per_process(path: Path) -> Path:
