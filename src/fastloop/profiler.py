@@ -36,38 +36,25 @@ MAX_STACKS = 20_000
 OTHER = "(other stacks)"
 MAX_DEPTH = 256
 
-# Innermost frames that mean "the loop waits for I/O": the selector when the
-# loop's own _run_once called it (a callback that runs subprocess.run waits
-# in selectors too, and that is work), and the Python frame that entered a
-# loop written in C (uvloop), whose waiting has no frame of its own.  Under
-# uvloop a callback that is itself a C function (loop.call_soon(time.sleep,
-# 1)) has no frame either and cannot be told from idle.
-_LOOP_ENTRIES = (
-    ("/asyncio/runners.py", "run"),
-    ("/asyncio/base_events.py", "run_forever"),
-    ("/asyncio/base_events.py", "run_until_complete"),
-    ("/tornado/platform/asyncio.py", "start"),
-)
-SELECTOR, ENTRY = "selector", "entry"
+# When is a loop thread idle?  asyncio's loop waits in selectors.py, called
+# by its own _run_once (a callback in subprocess.run waits in selectors.py
+# too, and that is work).  A loop written in C (uvloop) waits with no frame
+# of its own: the innermost frame is then the Python frame that entered the
+# loop, which the probe callback learns (a callback's caller frame is that
+# one, C frames being invisible).  Under uvloop a callback that is itself a
+# C function (loop.call_soon(time.sleep, 1)) has no frame either, and counts
+# as idle.
 
 
-def _idle_kind(code: CodeType) -> str | None:
-    filename = code.co_filename.replace("\\", "/")
-    if filename.endswith("/selectors.py"):
-        return SELECTOR
-    for suffix, name in _LOOP_ENTRIES:
-        if filename.endswith(suffix) and code.co_name == name:
-            return ENTRY
-    return None
+def _in_selector(code: CodeType) -> bool:
+    return code.co_filename.replace("\\", "/").endswith("/selectors.py")
 
 
-def _is_idle(frame: FrameType, kind: str | None) -> bool:
-    if kind == ENTRY:
+def _is_idle(frame: FrameType, in_selector: bool, entry: CodeType | None) -> bool:
+    if frame.f_code is entry:
         return True
     caller = frame.f_back
-    return (
-        kind == SELECTOR and caller is not None and caller.f_code.co_name == "_run_once"
-    )
+    return in_selector and caller is not None and caller.f_code.co_name == "_run_once"
 
 
 def check_interval(interval_ms: object) -> float:
@@ -90,9 +77,10 @@ class Profile:
         self.interval_ms = check_interval(interval_ms)
         self._only = None if loop is None else _loops.asyncio_loop_of(loop)
         self._counts: Counter[tuple[str, ...]] = Counter()
-        self._labels: dict[CodeType, tuple[str, str | None]] = {}
-        #: id(loop) -> (loop, thread ident), learnt from a callback (uvloop)
-        self._threads: dict[int, tuple[Any, int]] = {}
+        self._labels: dict[CodeType, tuple[str, bool]] = {}
+        #: id(loop) -> (loop, thread ident, the frame code that entered the
+        #: loop), learnt from a callback: loops written in C (uvloop)
+        self._threads: dict[int, tuple[Any, int, CodeType | None]] = {}
         self._lock = threading.Lock()
         self._ticker: Ticker | None = None
         self.samples = 0
@@ -135,27 +123,38 @@ class Profile:
 
     # --- sampling ---------------------------------------------------------
 
-    def _loop_threads(self) -> dict[int, str]:
+    def _loop_threads(self) -> dict[int, tuple[str, CodeType | None]]:
+        """Thread ident -> (name, entry frame code if the loop is written in C)."""
         loops = [self._only] if self._only is not None else _loops.tornado_loops()
-        idents = set()
+        found: dict[int, CodeType | None] = {}
         for loop in loops:
+            if not _loops.is_running(loop):
+                continue
+            ident = _loops.running_thread(loop)
+            if ident is not None:
+                found[ident] = None
+                continue
             learnt = self._threads.get(id(loop))
-            ident = _loops.running_thread(loop) or (
-                learnt[1] if learnt and learnt[0] is loop else None
-            )
-            if ident is None and _loops.is_running(loop):
+            if learnt is not None and learnt[0] is loop:
+                found[learnt[1]] = learnt[2]
+            else:
                 self._ask_thread(loop)
-            if ident is not None and _loops.is_running(loop):
-                idents.add(ident)
         present = {id(loop) for loop in loops}
         for key in [key for key in self._threads if key not in present]:
             del self._threads[key]  # closed loops: forget them
         names = {t.ident: t.name for t in threading.enumerate()}
-        return {ident: names.get(ident, f"ident {ident}") for ident in idents}
+        return {
+            ident: (names.get(ident, f"ident {ident}"), entry)
+            for ident, entry in found.items()
+        }
 
     def _ask_thread(self, loop: Any) -> None:
         def tell() -> None:
-            self._threads[id(loop)] = (loop, threading.get_ident())
+            try:
+                entry: CodeType | None = sys._getframe(1).f_code
+            except ValueError:  # the loop was entered from C alone
+                entry = None
+            self._threads[id(loop)] = (loop, threading.get_ident(), entry)
 
         with contextlib.suppress(RuntimeError):  # closed since we looked
             loop.call_soon_threadsafe(tell)
@@ -166,10 +165,10 @@ class Profile:
             return True
         frames = sys._current_frames()
         stacks = []
-        for ident, name in threads.items():
+        for ident, (name, entry) in threads.items():
             frame = frames.get(ident)
             if frame is not None:
-                stacks.append(self._stack(name, frame))
+                stacks.append(self._stack(name, frame, entry))
         del frames
         self._record(stacks)
         return True
@@ -182,13 +181,15 @@ class Profile:
                 self._counts[stack] += 1
                 self.samples += 1
 
-    def _stack(self, thread_name: str, frame: FrameType | None) -> tuple[str, ...]:
+    def _stack(
+        self, thread_name: str, frame: FrameType | None, entry: CodeType | None = None
+    ) -> tuple[str, ...]:
         root = f"thread:{thread_name}".replace(";", ",")
         labels: list[str] = []
         innermost = True
         while frame is not None and len(labels) < MAX_DEPTH:
-            label, idle = self._label(frame.f_code)
-            if innermost and idle and _is_idle(frame, idle):
+            label, in_selector = self._label(frame.f_code)
+            if innermost and _is_idle(frame, in_selector, entry):
                 return (root, IDLE)
             innermost = False
             labels.append(label)
@@ -197,14 +198,14 @@ class Profile:
         labels.reverse()
         return tuple(labels)
 
-    def _label(self, code: CodeType) -> tuple[str, str | None]:
-        """``function (file:first line)``, and whether it may mark an idle loop."""
+    def _label(self, code: CodeType) -> tuple[str, bool]:
+        """``function (file:first line)``, and whether it is selectors.py's."""
         known = self._labels.get(code)
         if known is None:
             path = _short_path(code.co_filename).replace("\\", "/")
             name = getattr(code, "co_qualname", code.co_name)
             label = f"{name} ({path}:{code.co_firstlineno})".replace(";", ",")
-            known = (label, _idle_kind(code))
+            known = (label, _in_selector(code))
             if len(self._labels) < MAX_STACKS:
                 self._labels[code] = known
         return known
