@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 from pathlib import Path
 
+import _results
 from fastloop import ab
 
 ARM = r"""
@@ -117,19 +117,13 @@ def main(argv: list[str] | None = None) -> int:
     for result in results:
         print(result)
     if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "benchmark": "dask_app",
-                    "python": platform.python_version(),
-                    "distributed": __import__("distributed").__version__,
-                    "cluster": "LocalCluster(n_workers=2, threads_per_worker=1, processes=True)",
-                    "runs": {"stock": stock, "patched": fast},
-                    "results": [r.to_dict() for r in results],
-                },
-                indent=1,
-            )
-            + "\n"
+        _results.save(
+            args.json,
+            "dask_app",
+            distributed=__import__("distributed").__version__,
+            cluster="LocalCluster(n_workers=2, threads_per_worker=1, processes=True)",
+            runs={"stock": stock, "patched": fast},
+            results=[r.to_dict() for r in results],
         )
     return 0
 

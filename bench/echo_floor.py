@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import platform
 import statistics
 import sys
 import time
@@ -22,9 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import tornado
 from tornado import iostream
 
+import _results
 import fastloop
 from fastloop import ab, workloads
 
@@ -87,18 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{result}   (+{added:.0f} ns per round trip, 2 writes)", flush=True)
         results.append(result.to_dict() | {"added_ns_per_round_trip": added})
     if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "benchmark": "echo_floor",
-                    "python": platform.python_version(),
-                    "tornado": tornado.version,
-                    "fastloop": fastloop.__version__,
-                    "results": results,
-                },
-                indent=1,
-            )
-            + "\n"
+        _results.save(
+            args.json,
+            "echo_floor",
+            results=results,
         )
     return 0
 

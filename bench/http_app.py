@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -23,6 +22,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import _results
 from fastloop import ab
 
 SERVER = r"""
@@ -130,18 +130,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"medians: {median}")
     if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "benchmark": "http_app",
-                    "python": platform.python_version(),
-                    "load": f"wrk -t1 -c16 -d{int(args.seconds)}s, 2 KiB responses",
-                    "medians": median,
-                    "results": [r.to_dict() for r in results.values()],
-                },
-                indent=1,
-            )
-            + "\n"
+        _results.save(
+            args.json,
+            "http_app",
+            load=f"wrk -t1 -c16 -d{int(args.seconds)}s, 2 KiB responses",
+            medians=median,
+            results=[r.to_dict() for r in results.values()],
         )
     return 0
 

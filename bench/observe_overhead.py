@@ -26,16 +26,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
-import platform
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import tornado
-
+import _results
 import fastloop
 from fastloop import ab, workloads
 
@@ -102,18 +99,10 @@ def main(argv: list[str] | None = None) -> int:
                     result.to_dict() | {"observer": arm, "baseline": baseline}
                 )
     if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "benchmark": "observe_overhead",
-                    "python": platform.python_version(),
-                    "tornado": tornado.version,
-                    "fastloop": fastloop.__version__,
-                    "results": results,
-                },
-                indent=1,
-            )
-            + "\n"
+        _results.save(
+            args.json,
+            "observe_overhead",
+            results=results,
         )
     return 0
 

@@ -10,9 +10,7 @@ checks with ``-X importtime`` that no fastloop module gets imported.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import site
 import statistics
 import subprocess
@@ -21,6 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import _results
 from tests_support import installed_pth
 
 
@@ -66,19 +65,13 @@ def main(argv: list[str] | None = None) -> int:
         f"fastloop modules imported: {imported or 'none'}"
     )
     if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "benchmark": "startup",
-                    "python": platform.python_version(),
-                    "median_us": median_us,
-                    "p99_us": p99_us,
-                    "samples": args.repeat,
-                    "fastloop_modules_imported": imported,
-                },
-                indent=1,
-            )
-            + "\n"
+        _results.save(
+            args.json,
+            "startup",
+            median_us=median_us,
+            p99_us=p99_us,
+            samples=args.repeat,
+            fastloop_modules_imported=imported,
         )
     return 0
 

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import platform
 import socket
 import statistics
 import sys
 import time
 from pathlib import Path
 
-import tornado
 from tornado.iostream import IOStream
 
+import _results
 import fastloop
 from fastloop import ab
 
@@ -93,18 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "benchmark": "write_overhead",
-                    "python": platform.python_version(),
-                    "tornado": tornado.version,
-                    "fastloop": fastloop.__version__,
-                    "results": results,
-                },
-                indent=1,
-            )
-            + "\n"
+        _results.save(
+            args.json,
+            "write_overhead",
+            results=results,
         )
     return 0
 
