@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from typing import Any
 
 #: id -> loop, for loops this process inherited through fork (held, so that
@@ -63,3 +64,12 @@ def is_running(loop: Any) -> bool:
         return bool(loop.is_running())
     except Exception:  # a loop implementation we do not know: leave it be
         return False
+
+
+def thread_names() -> dict[int | None, str]:
+    """Name of every live thread by ident, for the lines the observers write."""
+    return {thread.ident: thread.name for thread in threading.enumerate()}
+
+
+def thread_name(ident: int | None, names: dict[int | None, str] | None = None) -> str:
+    return (thread_names() if names is None else names).get(ident, f"ident {ident}")

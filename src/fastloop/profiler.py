@@ -57,10 +57,6 @@ def _is_idle(frame: FrameType, in_selector: bool, entry: CodeType | None) -> boo
     return in_selector and caller is not None and caller.f_code.co_name == "_run_once"
 
 
-def check_interval(interval_ms: object) -> float:
-    return positive_ms("profile interval_ms", interval_ms)
-
-
 def _short_path(filename: str) -> str:
     """Path relative to the longest sys.path entry holding it: 'asyncio/events.py'."""
     best = ""
@@ -74,7 +70,7 @@ class Profile:
     """Samples loop threads until stopped: a context manager, or start()/stop()."""
 
     def __init__(self, interval_ms: float = 10.0, loop: Any = None) -> None:
-        self.interval_ms = check_interval(interval_ms)
+        self.interval_ms = positive_ms("profile interval_ms", interval_ms)
         self._only = None if loop is None else _loops.asyncio_loop_of(loop)
         self._counts: Counter[tuple[str, ...]] = Counter()
         self._labels: dict[CodeType, tuple[str, bool]] = {}
@@ -142,9 +138,9 @@ class Profile:
         present = {id(loop) for loop in loops}
         for key in [key for key in self._threads if key not in present]:
             del self._threads[key]  # closed loops: forget them
-        names = {t.ident: t.name for t in threading.enumerate()}
+        names = _loops.thread_names()
         return {
-            ident: (names.get(ident, f"ident {ident}"), entry)
+            ident: (_loops.thread_name(ident, names), entry)
             for ident, entry in found.items()
         }
 

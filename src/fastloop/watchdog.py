@@ -43,10 +43,6 @@ STACK_LIMIT = 40
 _clock = time.monotonic_ns
 
 
-def check_threshold(threshold_ms: object) -> float:
-    return positive_ms("watchdog threshold_ms", threshold_ms)
-
-
 class _Watched:
     """One loop's heartbeat in flight, and whether it is in a blocked episode."""
 
@@ -69,7 +65,7 @@ class Watchdog:
     def __init__(
         self, threshold_ms: float = DEFAULT_THRESHOLD_MS, loop: Any = None
     ) -> None:
-        self.threshold_ms = check_threshold(threshold_ms)
+        self.threshold_ms = positive_ms("watchdog threshold_ms", threshold_ms)
         self._threshold_ns = int(self.threshold_ms * 1e6)
         self._period_s = min(max(self.threshold_ms / 4000, 0.001), 0.25)
         self._only = None if loop is None else _loops.asyncio_loop_of(loop)
@@ -171,7 +167,7 @@ class Watchdog:
         WATCHDOG.episode(blocked_ns)
         log.warning(
             "fastloop: event loop on thread %r responsive again after %.1f ms blocked",
-            _thread_name(watched.thread),
+            _loops.thread_name(watched.thread),
             blocked_ns / 1e6,
         )
 
@@ -188,18 +184,11 @@ class Watchdog:
         log.warning(
             "fastloop: event loop on thread %r blocked for %.0f ms so far "
             "(threshold %g ms); it is running:\n%s",
-            _thread_name(thread),
+            _loops.thread_name(thread),
             blocked_ns / 1e6,
             self.threshold_ms,
             where.rstrip("\n"),
         )
-
-
-def _thread_name(ident: int | None) -> str:
-    for thread in threading.enumerate():
-        if thread.ident == ident:
-            return thread.name
-    return f"ident {ident}"
 
 
 def watch(threshold_ms: float = DEFAULT_THRESHOLD_MS, loop: Any = None) -> Watchdog:
