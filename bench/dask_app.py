@@ -1,15 +1,22 @@
 """Whole application: a dask LocalCluster with worker processes, with and without FASTLOOP.
 
-    python bench/dask_app.py [--rounds N] [--json bench/results/dask.json]
+    python bench/dask_app.py [--scenario idle|busy] [--rounds N] [--json PATH]
 
-Needs distributed (pip install 'fastloop[bench]' distributed).  Each round
-runs the whole cluster twice as fresh subprocesses, once with FASTLOOP unset
-and once with FASTLOOP=1 (the order alternates); the scheduler and the
+Needs distributed (pip install 'fastloop[dask]').  Each round runs the whole
+cluster once per arm as fresh subprocesses, in an order that rotates from
+round to round: FASTLOOP unset (stock), FASTLOOP=1 (the default set) and
+FASTLOOP=all,switchinterval (every patch); the scheduler and the
 nanny-spawned worker processes pick fastloop up from the environment, not
-from code.  Measured: actor round-trip latency, wall time of 2,000 tiny
-tasks, and the CPU seconds the scheduler and worker processes spend per
-1,000 actor calls: loop overhead is the seed's real metric, so CPU, not
-only latency.
+from code.
+
+``idle``: 2 worker processes of 1 thread; actor round-trip latency, wall
+time of 2,000 tiny tasks, and the CPU seconds the scheduler and workers
+spend per 1,000 actor calls (loop overhead is the seed's real metric).
+
+``busy``: 1 worker process of 2 threads, one of them running a pure-Python
+task for the whole run (dask/distributed#6325: the worker's loop waits for
+the GIL behind it).  Measured: p50 and p90 round trip of an actor method
+that computes for 1 ms, and the wall time of 500 tiny tasks.
 """
 
 from __future__ import annotations
@@ -24,8 +31,14 @@ from pathlib import Path
 import _results
 from fastloop import ab
 
-ARM = r"""
-import json, time
+ARMS = {
+    "stock": None,
+    "FASTLOOP=1": "1",
+    "FASTLOOP=all,switchinterval": "all,switchinterval",
+}
+
+COMMON = r"""
+import json, statistics, sys, time
 from distributed import Client, LocalCluster
 
 class Counter:
@@ -33,6 +46,11 @@ class Counter:
     def incr(self):
         self.n += 1
         return self.n
+    def work(self):
+        end = time.perf_counter() + 0.001
+        while time.perf_counter() < end:
+            pass
+        return 1
 
 def inc(x):
     return x + 1
@@ -40,11 +58,19 @@ def inc(x):
 def cpu():
     return time.process_time()
 
+def spin(seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
 def patched():
-    import sys
     fastloop = sys.modules.get("fastloop")
     return sorted(fastloop.installed()) if fastloop else []
+"""
 
+IDLE = (
+    COMMON
+    + r"""
 if __name__ == "__main__":
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
@@ -63,28 +89,77 @@ if __name__ == "__main__":
         start = time.perf_counter()
         client.gather(client.map(inc, range(2000), pure=False))
         tasks_s = time.perf_counter() - start
-        print(json.dumps({"actor_ms": actor_s, "tasks_s": tasks_s, "cpu_s_per_1k": cpu_s,
+        print(json.dumps({"actor_s": actor_s, "tasks_s": tasks_s, "cpu_s_per_1k": cpu_s,
                           "worker_patches": sorted(set(map(tuple, client.run(patched).values())))}))
 """
+)
+
+BUSY = (
+    COMMON
+    + r"""
+if __name__ == "__main__":
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        actor = client.submit(Counter, actor=True).result()
+        actor.work().result()
+        hog = client.submit(spin, 120, pure=False)
+        time.sleep(0.5)  # the spinning task is running now
+        trips = []
+        for _ in range(60):
+            start = time.perf_counter()
+            actor.work().result()
+            trips.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        client.gather(client.map(inc, range(500), pure=False))
+        tasks_s = time.perf_counter() - start
+        deciles = statistics.quantiles(trips, n=10)
+        print(json.dumps({"actor_p50_s": statistics.median(trips),
+                          "actor_p90_s": deciles[8], "tasks_s": tasks_s,
+                          "worker_patches": sorted(set(map(tuple, client.run(patched).values())))}))
+"""
+)
+
+SCENARIOS = {
+    "idle": (
+        IDLE,
+        "LocalCluster(n_workers=2, threads_per_worker=1, processes=True)",
+        (
+            ("actor_s", "actor round trip"),
+            ("tasks_s", "2,000 tiny tasks"),
+            ("cpu_s_per_1k", "CPU per 1,000 actor calls"),
+        ),
+    ),
+    "busy": (
+        BUSY,
+        "LocalCluster(n_workers=1, threads_per_worker=2, processes=True), "
+        "one thread running a pure-Python task",
+        (
+            ("actor_p50_s", "1 ms actor call, p50"),
+            ("actor_p90_s", "1 ms actor call, p90"),
+            ("tasks_s", "500 tiny tasks"),
+        ),
+    ),
+}
 
 
-def one_run(patched: bool) -> dict[str, object]:
+def one_run(script: str, fastloop: str | None) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
-    if patched:
-        env["FASTLOOP"] = "1"
+    if fastloop is not None:
+        env["FASTLOOP"] = fastloop
     out = subprocess.run(
-        [sys.executable, "-c", ARM],
+        [sys.executable, "-c", script],
         env=env,
         capture_output=True,
         text=True,
         check=True,
-        timeout=600,
+        timeout=900,
     ).stdout
     return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", choices=SCENARIOS, default="idle")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
@@ -96,23 +171,26 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    runs: dict[bool, list[dict[str, object]]] = {False: [], True: []}
+    script, cluster, measures = SCENARIOS[args.scenario]
+    arms = list(ARMS)
+    runs: dict[str, list[dict[str, object]]] = {arm: [] for arm in arms}
     for index in range(args.rounds):
-        for patched in (False, True) if index % 2 == 0 else (True, False):
-            runs[patched].append(one_run(patched))
+        order = arms[index % len(arms) :] + arms[: index % len(arms)]
+        for arm in order:
+            runs[arm].append(one_run(script, ARMS[arm]))
         print(f"round {index + 1}/{args.rounds}", file=sys.stderr, flush=True)
-    stock, fast = runs[False], runs[True]
-    assert all(r["worker_patches"] == [[]] for r in stock), stock
-    assert all(
-        r["worker_patches"] == [["add_callback", "wakeup", "write_to_fd"]] for r in fast
-    ), fast
+    for arm, rows in runs.items():
+        active = [row["worker_patches"] for row in rows]
+        assert all(bool(a[0]) == (ARMS[arm] is not None) for a in active), (arm, active)  # type: ignore[index]
     results = [
-        ab.paired([r[key] for r in stock], [r[key] for r in fast], name=label)  # type: ignore[misc]
-        for key, label in (
-            ("actor_ms", "actor round trip"),
-            ("tasks_s", "2,000 tiny tasks"),
-            ("cpu_s_per_1k", "CPU per 1,000 actor calls"),
+        ab.paired(
+            [r[key] for r in runs["stock"]],  # type: ignore[misc]
+            [r[key] for r in runs[arm]],  # type: ignore[misc]
+            name=label,
+            b_label=arm,
         )
+        for arm in arms[1:]
+        for key, label in measures
     ]
     for result in results:
         print(result)
@@ -120,9 +198,11 @@ def main(argv: list[str] | None = None) -> int:
         _results.save(
             args.json,
             "dask_app",
+            scenario=args.scenario,
             distributed=__import__("distributed").__version__,
-            cluster="LocalCluster(n_workers=2, threads_per_worker=1, processes=True)",
-            runs={"stock": stock, "patched": fast},
+            cluster=cluster,
+            worker_patches={arm: runs[arm][0]["worker_patches"] for arm in arms},
+            runs=runs,
             results=[r.to_dict() for r in results],
         )
     return 0

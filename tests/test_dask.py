@@ -21,7 +21,7 @@ pytestmark = pytest.mark.dask
 
 from fastloop.dask import cluster_stats  # noqa: E402
 
-ALL = ["add_callback", "wakeup", "write_to_fd"]
+ALL = ["add_callback", "poll", "wakeup", "write_to_fd"]
 
 
 class Counter:

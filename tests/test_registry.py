@@ -16,6 +16,7 @@ import fastloop
 from fastloop import _registry
 from fastloop._registry import Patch, Swap
 
+DEFAULT = frozenset({"add_callback", "wakeup", "write_to_fd", "poll"})
 STOCK_ADD_CALLBACK = tornado_asyncio.BaseAsyncIOLoop.__dict__["add_callback"]
 
 
@@ -28,12 +29,7 @@ def test_install_is_idempotent_and_reports_what_is_active():
     first = fastloop.install()
     wrapper = current_add_callback()
     second = fastloop.install()
-    assert (
-        first
-        == second
-        == fastloop.installed()
-        == {"add_callback", "wakeup", "write_to_fd"}
-    )
+    assert first == second == fastloop.installed() == DEFAULT
     assert current_add_callback() is wrapper is not STOCK_ADD_CALLBACK
     assert wrapper.__wrapped__ is STOCK_ADD_CALLBACK
 
@@ -65,9 +61,7 @@ def test_a_single_name_string_is_accepted():
 
 def test_patched_restores_the_prior_state():
     with fastloop.patched() as active:
-        assert (
-            active == fastloop.installed() == {"add_callback", "wakeup", "write_to_fd"}
-        )
+        assert active == fastloop.installed() == DEFAULT
     assert fastloop.installed() == frozenset()
     assert current_add_callback() is STOCK_ADD_CALLBACK
 
@@ -75,7 +69,7 @@ def test_patched_restores_the_prior_state():
     wrapper = current_add_callback()
     with fastloop.patched(["add_callback"]):
         pass
-    assert fastloop.installed() == {"add_callback", "wakeup", "write_to_fd"}
+    assert fastloop.installed() == DEFAULT
     assert current_add_callback() is wrapper
 
 
@@ -130,7 +124,7 @@ def test_changed_implementation_declines(monkeypatch):
         "no longer uses call_soon(_run_callback)"
         in fastloop.available()["add_callback"]
     )
-    assert fastloop.install() == {"wakeup", "write_to_fd"}  # the others still apply
+    assert fastloop.install() == DEFAULT - {"add_callback"}  # the others still apply
     assert tornado_asyncio.BaseAsyncIOLoop.__dict__["add_callback"] is add_callback
 
 
@@ -227,11 +221,11 @@ def test_install_before_tornado_is_imported_applies_on_import():
         """
     )
     assert result.returncode == 0, result.stderr
-    # wrapt imports asyncio, so the wakeup patch applies at once; the
+    # wrapt imports asyncio, so the asyncio patches apply at once; the
     # Tornado patches wait for Tornado.
     assert result.stdout.splitlines() == [
-        "['add_callback', 'wakeup', 'write_to_fd'] ['wakeup']",
-        "['add_callback', 'wakeup', 'write_to_fd'] True",
+        "['add_callback', 'poll', 'wakeup', 'write_to_fd'] ['poll', 'wakeup']",
+        "['add_callback', 'poll', 'wakeup', 'write_to_fd'] True",
     ]
 
 

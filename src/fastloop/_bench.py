@@ -39,13 +39,14 @@ def _arms(
     workload: Workload, runner: Runner, uvloop: Runner | None
 ) -> dict[str, ab.Arm]:
     scale = workload.per_round
+    chosen = None if workload.patches is None else list(workload.patches)
 
     def stock() -> float:
         with ab.stock():
             return workload.run(runner, scale)
 
     def patched() -> float:
-        with _registry.patched(list(workload.patches)):
+        with _registry.patched(chosen):
             return workload.run(runner, scale)
 
     arms: dict[str, ab.Arm] = {"stock": stock, "patched": patched}
@@ -65,7 +66,7 @@ def _arms(
                 return workload.run(uv, scale)
 
         def patched_uvloop() -> float:
-            with _registry.patched(list(workload.patches)):
+            with _registry.patched(chosen):
                 return workload.run(uv, scale)
 
         arms["uvloop"] = stock_uvloop
@@ -104,7 +105,7 @@ def measure(
         row: dict[str, Any] = {
             "name": name,
             "description": workload.description,
-            "patches": list(workload.patches),
+            "patches": list(workload.patches or _registry.default_set()),
             "per_round": workload.per_round,
             "unit": workload.unit,
             "median_s": {arm: sorted(t)[len(t) // 2] for arm, t in times.items()},

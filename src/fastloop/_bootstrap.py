@@ -24,7 +24,9 @@ def run() -> None:
     try:
         from fastloop import _registry, config, patches  # noqa: F401  (registers)
 
-        names, problems = config.patches_from_environ(os.environ, _registry.known())
+        names, problems = config.patches_from_environ(
+            os.environ, _registry.known(), _registry.default_set()
+        )
         chosen, setting_problems = config.settings_from_environ(os.environ)
         for problem in problems + setting_problems:
             print(problem, file=sys.stderr)

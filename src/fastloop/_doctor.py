@@ -30,7 +30,9 @@ def _loop_kind() -> str:
 
 def diagnose(environ: dict[str, str] | None = None) -> dict[str, Any]:
     env = dict(os.environ if environ is None else environ)
-    requested, problems = config.patches_from_environ(env, _registry.known())
+    requested, problems = config.patches_from_environ(
+        env, _registry.known(), _registry.default_set()
+    )
     _, setting_problems = config.settings_from_environ(env)
     problems += setting_problems
     running = watchdog.process_watchdog()

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 import wrapt
 
@@ -41,14 +41,24 @@ class Swap:
     replacement: Any
 
 
+class Effect(Protocol):
+    """A change that is not an attribute swap (an interpreter setting)."""
+
+    def undo(self) -> None:
+        """Put back what was found, unless someone changed it since (never raises)."""
+
+
 @dataclass(frozen=True)
 class Patch:
     """A patch record.
 
     ``check(module)`` returns None when the internals it replaces look exactly
     as expected, else a one-line reason.  ``apply(module)`` returns the swaps;
-    it must not mutate anything itself.  ``remove()`` runs after the originals
-    are back, for patches that must hand over state (it must not raise).
+    it must not mutate anything itself.  ``effect()``, for a patch that
+    changes a setting rather than attributes, makes that change once the
+    swaps are in and returns how to undo it; the registry keeps it.
+    ``remove()`` runs after the originals are back, for patches that must
+    hand over state (it must not raise).
     """
 
     name: str
@@ -57,6 +67,7 @@ class Patch:
     check: Callable[[ModuleType], str | None]
     apply: Callable[[ModuleType], list[Swap]]
     remove: Callable[[], None] | None = None
+    effect: Callable[[], Effect] | None = None
 
 
 @dataclass
@@ -64,6 +75,7 @@ class _Applied:
     patch: Patch
     swaps: list[Swap]
     originals: list[Any]
+    effect: Effect | None = None
 
 
 _lock = threading.RLock()
@@ -85,8 +97,13 @@ def register(patch: Patch, *, default: bool = True) -> None:
 
 
 def known() -> tuple[str, ...]:
-    """All patch names, default set first, in registration order."""
+    """All patch names, in registration order."""
     return tuple(_patches)
+
+
+def default_set() -> tuple[str, ...]:
+    """The names ``install()`` applies when given none."""
+    return tuple(_default)
 
 
 def _resolve(patches: Iterable[str] | str | None) -> list[str]:
@@ -142,6 +159,13 @@ def installed() -> frozenset[str]:
     """Names of the patches active right now."""
     with _lock:
         return frozenset(_applied)
+
+
+def effect_of(name: str) -> Effect | None:
+    """The live effect of an applied patch, for settings that follow it."""
+    with _lock:
+        applied = _applied.get(name)
+        return applied.effect if applied is not None else None
 
 
 def available() -> dict[str, str | None]:
@@ -227,10 +251,11 @@ def _perform(patch: Patch, swaps: list[Swap]) -> None:
         for swap in swaps:
             setattr(swap.owner, swap.attribute, swap.replacement)
             done.append(swap)
+        effect = patch.effect() if patch.effect is not None else None
     except BaseException:
         _restore(_Applied(patch, done, originals[: len(done)]))
         raise
-    _applied[patch.name] = _Applied(patch, swaps, originals)
+    _applied[patch.name] = _Applied(patch, swaps, originals, effect)
 
 
 def _restore(applied: _Applied) -> None:
@@ -250,5 +275,7 @@ def _restore(applied: _Applied) -> None:
                 delattr(swap.owner, swap.attribute)
         else:
             setattr(swap.owner, swap.attribute, original)
+    if applied.effect is not None:
+        applied.effect.undo()
     if applied.patch.remove is not None:
         applied.patch.remove()

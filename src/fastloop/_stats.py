@@ -22,9 +22,10 @@ import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-#: log2 buckets of nanoseconds: bucket i holds durations d with
-#: d.bit_length() == i, i.e. 2**(i-1) <= d < 2**i (bucket 0: d == 0).
-BUCKETS = 64
+from fastloop import gil
+from fastloop._histogram import BUCKETS
+from fastloop._histogram import buckets as _buckets
+from fastloop._histogram import percentile as _percentile
 
 
 class Counter:
@@ -57,6 +58,8 @@ WAKEUPS_REQUESTED = Counter()  # _write_to_self calls (call_soon_threadsafe & co
 WAKEUPS_WRITTEN = Counter()  # bytes actually written to a self-pipe
 # write_to_fd, rare events
 SLOW_WRITES = Counter()  # calls slower than FASTLOOP_SLOW_WRITE_MS
+# asyncio selector loop polls
+POLLS_SKIPPED = Counter()  # zero-timeout polls answered without the syscall
 
 _COUNTERS = {
     "remote_callbacks": REMOTE_CALLBACKS,
@@ -65,6 +68,7 @@ _COUNTERS = {
     "wakeups_requested": WAKEUPS_REQUESTED,
     "wakeups_written": WAKEUPS_WRITTEN,
     "slow_writes": SLOW_WRITES,
+    "polls_skipped": POLLS_SKIPPED,
 }
 
 
@@ -196,30 +200,6 @@ class WakeupStats:
     """Bytes actually written to a self-pipe; the rest were coalesced."""
 
 
-def _bucket_upper_ns(index: int) -> int:
-    return (1 << index) - 1 if index else 0
-
-
-def _buckets(counts: list[int]) -> tuple[tuple[int, int], ...]:
-    return tuple(
-        (_bucket_upper_ns(index), count) for index, count in enumerate(counts) if count
-    )
-
-
-def _percentile(
-    histogram: tuple[tuple[int, int], ...], total: int, max_ns: int, fraction: float
-) -> int:
-    if not total:
-        return 0
-    wanted = fraction * total
-    seen = 0
-    for upper, count in histogram:
-        seen += count
-        if seen >= wanted:
-            return min(upper, max_ns)
-    return max_ns
-
-
 @dataclass(frozen=True)
 class WriteStats:
     """``write_to_fd`` calls across every stream of the process."""
@@ -347,6 +327,12 @@ class WatchdogStats:
 
 
 @dataclass(frozen=True)
+class PollStats:
+    skipped: int
+    """Zero-timeout polls answered "no events" without a syscall (``poll_us``)."""
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """What the patches did since start-up or the last ``reset_stats()``."""
 
@@ -354,6 +340,8 @@ class Snapshot:
     wakeup: WakeupStats
     write_to_fd: WriteStats
     watchdog: WatchdogStats
+    poll: PollStats
+    gil: gil.GilStats
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (percentiles included)."""
@@ -368,6 +356,13 @@ class Snapshot:
         lags["lag_p50_ns"] = self.watchdog.lag_p50_ns
         lags["lag_p90_ns"] = self.watchdog.lag_p90_ns
         lags["lag_p99_ns"] = self.watchdog.lag_p99_ns
+        for source in ("poll", "probe"):
+            waits = getattr(self.gil, source)
+            entry = data["gil"][source]
+            entry["histogram"] = [list(pair) for pair in waits.histogram]
+            entry["p50_ns"] = waits.p50_ns
+            entry["p99_ns"] = waits.p99_ns
+            entry["fraction"] = waits.fraction
         return data
 
 
@@ -424,6 +419,8 @@ def stats() -> Snapshot:
             histogram=histogram,
         ),
         watchdog=WATCHDOG.snapshot(),
+        poll=PollStats(skipped=now["polls_skipped"]),
+        gil=gil.RECORDER.snapshot(),
     )
 
 
@@ -445,6 +442,7 @@ def reset_stats() -> None:
             for accumulator in _accumulators:
                 accumulator.max_ns = 0
     WATCHDOG.reset()
+    gil.RECORDER.reset()
 
 
 def _ms(ns: int) -> str:
@@ -485,6 +483,7 @@ def report(snapshot: Snapshot | None = None) -> str:
     lines.append("self-pipe wake-ups")
     lines.append(f"  requested        {k.requested:>14,}")
     lines.append(f"  written          {k.written:>14,}")
+    lines.extend(_gil_report(s))
     d = s.watchdog
     if d.watching or d.beats:
         lines.append("")
@@ -502,6 +501,27 @@ def report(snapshot: Snapshot | None = None) -> str:
                 f"max {_ms(d.max_lag_ns)} ({d.beats:,} heartbeats)"
             )
     return "\n".join(lines)
+
+
+def _gil_report(s: Snapshot) -> list[str]:
+    poll, probe = s.gil.poll, s.gil.probe
+    if not (s.poll.skipped or poll.samples or probe.samples):
+        return []
+    lines = ["", "selector polls and the GIL"]
+    if s.poll.skipped:
+        lines.append(f"  polls skipped    {s.poll.skipped:>14,}")
+    if poll.samples:
+        lines.append(
+            f"  GIL wait at poll p50 <= {_ms(poll.p50_ns)}, p99 <= {_ms(poll.p99_ns)}, "
+            f"max {_ms(poll.max_ns)} ({poll.samples:,} sampled polls)"
+        )
+    if probe.samples:
+        lines.append(
+            f"  GIL wait (probe) {probe.fraction:>14.1%} of the time, "
+            f"p99 <= {_ms(probe.p99_ns)}, max {_ms(probe.max_ns)} "
+            f"({probe.samples:,} samples)"
+        )
+    return lines
 
 
 _exit_report_armed = [False]

@@ -30,13 +30,18 @@ class Problem:
 
 
 def parse_patches(
-    value: str | None, known: Sequence[str], variable: str = "FASTLOOP"
+    value: str | None,
+    known: Sequence[str],
+    variable: str = "FASTLOOP",
+    default: Sequence[str] | None = None,
 ) -> tuple[frozenset[str] | None, list[Problem]]:
     """Parse ``FASTLOOP``: the patch names to install, ``None`` for the default set.
 
     Returns an empty set when nothing is to be installed.  Keywords and
     names are case-insensitive and surrounding blanks are ignored; empty
     items of a comma list (``"add_callback,"``) are harmless and skipped.
+    ``all`` in a list stands for the default set (``default``, else every
+    known name), so ``all,switchinterval`` adds an opt-in patch to it.
     """
     accepted = f"1, true, all, 0, false, empty, or a comma list of {', '.join(known)}"
     text = (value or "").strip().lower()
@@ -51,7 +56,7 @@ def parse_patches(
         if not token:
             continue
         if token == "all":
-            chosen.update(known)
+            chosen.update(known if default is None else default)
         elif token in known:
             chosen.add(token)
         else:
@@ -61,12 +66,19 @@ def parse_patches(
 
 
 def patches_from_environ(
-    environ: Mapping[str, str], known: Sequence[str]
+    environ: Mapping[str, str],
+    known: Sequence[str],
+    default: Sequence[str] | None = None,
 ) -> tuple[frozenset[str] | None, list[Problem]]:
-    return parse_patches(environ.get("FASTLOOP"), known)
+    return parse_patches(environ.get("FASTLOOP"), known, default=default)
 
 
 # --- settings shared with fastloop.configure() --------------------------------
+
+
+#: Why these defaults: the README's "GIL" section, from bench/switchinterval.py.
+DEFAULT_POLL_US = 0.0
+DEFAULT_SWITCH_INTERVAL_US = 500.0
 
 
 @dataclass
@@ -80,13 +92,23 @@ class Settings:
     write_cpu: bool = False
     report: str | None = None  # None: no exit report; "stderr"; or a JSON path
     block_ms: float | None = None  # the process-wide watchdog's threshold; None: off
+    #: poll: skip zero-timeout polls younger than this after a real one
+    #: (0, the default: every poll is real, only without releasing the GIL).
+    poll_us: float = DEFAULT_POLL_US
+    #: switchinterval: the interpreter switch interval set while installed.
+    switch_interval_us: float = DEFAULT_SWITCH_INTERVAL_US
+    gil_probe_ms: float | None = None  # the GIL contention probe's period; None: off
     #: slow_write_ms in ns, kept in step by __setattr__: read on every write.
     slow_write_ns: int = field(default=5_000_000, init=False, repr=False)
+    #: poll_us in ns, kept in step by __setattr__: read on every skipped poll.
+    poll_ns: int = field(default=int(DEFAULT_POLL_US * 1000), init=False, repr=False)
 
     def __setattr__(self, name: str, value: object) -> None:
         super().__setattr__(name, value)
         if name == "slow_write_ms":
             super().__setattr__("slow_write_ns", int(float(value) * 1_000_000))  # type: ignore[arg-type]
+        elif name == "poll_us":
+            super().__setattr__("poll_ns", int(float(value) * 1_000))  # type: ignore[arg-type]
 
 
 settings = Settings()
@@ -96,6 +118,9 @@ SETTING_VARIABLES = {
     "write_cpu": "FASTLOOP_WRITE_CPU",
     "report": "FASTLOOP_REPORT",
     "block_ms": "FASTLOOP_BLOCK_MS",
+    "poll_us": "FASTLOOP_POLL_US",
+    "switch_interval_us": "FASTLOOP_SWITCH_INTERVAL_US",
+    "gil_probe_ms": "FASTLOOP_GIL_PROBE_MS",
 }
 
 
@@ -131,7 +156,11 @@ def parse_setting(name: str, value: object) -> object:
         if text.lower() in {"1", "true", "stderr"}:
             return "stderr"
         return text
-    if name == "block_ms":
+    if name == "poll_us":
+        return _number(value, minimum=0.0, accepted="a number >= 0 (microseconds)")
+    if name == "switch_interval_us":
+        return _number(value, minimum=None, accepted="a number > 0 (microseconds)")
+    if name in ("block_ms", "gil_probe_ms"):
         if value is None:
             return None
         try:
@@ -142,6 +171,18 @@ def parse_setting(name: str, value: object) -> object:
             raise SettingError("a number > 0 (milliseconds)")
         return number
     raise SettingError(f"one of {', '.join(SETTING_VARIABLES)}")
+
+
+def _number(value: object, minimum: float | None, accepted: str) -> float:
+    """A finite number >= ``minimum``, or > 0 when ``minimum`` is None."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise SettingError(accepted) from None
+    low_ok = number > 0 if minimum is None else number >= minimum
+    if not low_ok or number == float("inf") or number != number:
+        raise SettingError(accepted)
+    return number
 
 
 def settings_from_environ(
@@ -182,10 +223,12 @@ def configure(**changes: object) -> None:
             ) from None
     for name, value in parsed.items():
         setattr(settings, name, value)
-    apply_side_effects("block_ms" in parsed)
+    apply_side_effects("block_ms" in parsed, changed=frozenset(parsed))
 
 
-def apply_side_effects(block_ms_changed: bool = True) -> None:
+def apply_side_effects(
+    block_ms_changed: bool = True, changed: frozenset[str] = frozenset()
+) -> None:
     """Arm the exit report, and start or stop the process-wide watchdog."""
     if settings.report is not None:
         from fastloop import _stats
@@ -195,3 +238,11 @@ def apply_side_effects(block_ms_changed: bool = True) -> None:
         from fastloop import watchdog
 
         watchdog.follow_setting(settings.block_ms)
+    if "gil_probe_ms" in changed or settings.gil_probe_ms is not None:
+        from fastloop import gil
+
+        gil.follow_setting(settings.gil_probe_ms)
+    if "switch_interval_us" in changed:
+        from fastloop.patches import switchinterval
+
+        switchinterval.follow_setting()

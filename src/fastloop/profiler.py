@@ -43,7 +43,14 @@ MAX_DEPTH = 256
 # loop, which the probe callback learns (a callback's caller frame is that
 # one, C frames being invisible).  Under uvloop a callback that is itself a
 # C function (loop.call_soon(time.sleep, 1)) has no frame either, and counts
-# as idle.
+# as idle.  fastloop's ``poll`` gate sits between _run_once and the selector
+# when installed: a selector call from the gate is the loop's wait too.
+
+
+def _is_poll_gate(code: CodeType) -> bool:
+    return code.co_name == "select" and code.co_filename.replace("\\", "/").endswith(
+        "fastloop/patches/poll.py"
+    )
 
 
 def _in_selector(code: CodeType) -> bool:
@@ -54,6 +61,8 @@ def _is_idle(frame: FrameType, in_selector: bool, entry: CodeType | None) -> boo
     if frame.f_code is entry:
         return True
     caller = frame.f_back
+    if caller is not None and _is_poll_gate(caller.f_code):
+        caller = caller.f_back
     return in_selector and caller is not None and caller.f_code.co_name == "_run_once"
 
 

@@ -9,10 +9,11 @@ operations a round performs, for per-operation figures.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ Runner = Callable[[Coroutine[Any, Any, float]], float]
 class Workload:
     name: str
     description: str
-    patches: tuple[str, ...]
+    patches: tuple[str, ...] | None  # None: the default set
     per_round: int
     unit: str
     run: Callable[[Runner, int], float]  # (runner, scale) -> seconds
@@ -251,6 +252,44 @@ def echo_64(runner: Runner, n: int) -> float:
     return _echo(runner, n, 64)
 
 
+@contextlib.contextmanager
+def spinning_thread() -> Iterator[None]:
+    """A thread that runs pure Python (it holds the GIL) for the whole block.
+
+    A dask task thread crunching in Python, or any CPU-bound helper thread:
+    it releases the GIL only when a waiter has asked for a switch interval.
+    """
+    stop = [False]
+
+    def spin() -> None:
+        counter = 0
+        while not stop[0]:
+            counter += 1
+
+    thread = threading.Thread(target=spin, name="busy", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop[0] = True
+        thread.join()
+
+
+def busy_chain(runner: Runner, n: int) -> float:
+    with spinning_thread():
+        return onloop_chain(runner, n)
+
+
+def busy_ping_pong(runner: Runner, n: int) -> float:
+    with spinning_thread():
+        return ping_pong(runner, n)
+
+
+def busy_echo_64(runner: Runner, n: int) -> float:
+    with spinning_thread():
+        return echo_64(runner, n)
+
+
 def echo_64k(runner: Runner, n: int) -> float:
     return _echo(runner, n, 65536)
 
@@ -270,7 +309,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             "onloop-chain",
             "each callback adds the next, N times",
-            ("add_callback",),
+            ("add_callback", "poll"),
             50_000,
             "callback",
             onloop_chain,
@@ -339,6 +378,30 @@ WORKLOADS: dict[str, Workload] = {
             300,
             "round trip",
             echo_64k,
+        ),
+        Workload(
+            "busy-chain",
+            "onloop-chain while another thread runs pure Python",
+            None,
+            2_000,
+            "callback",
+            busy_chain,
+        ),
+        Workload(
+            "busy-pingpong",
+            "xthread-ping-pong while another thread runs pure Python",
+            None,
+            100,
+            "ping",
+            busy_ping_pong,
+        ),
+        Workload(
+            "busy-echo",
+            "echo-64B while another thread runs pure Python",
+            None,
+            200,
+            "round trip",
+            busy_echo_64,
         ),
     )
 }

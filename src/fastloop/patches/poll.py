@@ -1,0 +1,291 @@
+"""Zero-timeout selector polls that keep the GIL, and optionally skip.
+
+asyncio's ``_run_once`` polls its selector on every iteration: with a
+timeout when the ready queue is empty (the loop has nothing else to do),
+and with timeout 0 when ready work is waiting, only to collect I/O that
+became ready meanwhile.  Stock makes that zero-timeout poll an
+``epoll_wait`` through ``select.epoll.poll``, which releases the GIL around
+the syscall.  Alone that costs little; beside a thread running pure Python
+the loop gets the GIL back only when that thread's switch interval (5 ms by
+default) has passed: a loop whose callbacks keep coming hands the GIL away
+once per iteration, for a syscall that never blocks (dask/distributed#6325).
+
+This patch makes each zero-timeout poll of an epoll selector the same
+``epoll_wait(epfd, events, maxevents, 0)`` called through ``ctypes.PyDLL``,
+which keeps the GIL, and builds the same ``(key, events)`` list as
+``EpollSelector.select``: every poll is still real, the events and their
+order are the kernel's, so nothing a program can observe changes except
+that the loop thread keeps the GIL.  (It is also cheaper than stock: a
+ctypes call with no argument conversion, and no GIL round trip.)  A poll
+with a timeout may block, so it always goes through stock and releases the
+GIL, as it must.
+
+Measuring the wait.  Once a second a zero-timeout poll goes through stock
+instead, timed: ``epoll_wait(0)`` returns at once, so its wall time minus
+the thread's CPU time is what getting the GIL (or a CPU) back cost the
+loop thread at that moment.  That goes to ``stats().gil.poll``; under
+contention it costs one switch interval a second, 0.5% of the loop's time.
+
+Skipping (opt-in, ``poll_us`` > 0): a zero-timeout poll younger than
+``poll_us`` after the last real one answers "no events" without a syscall.
+That also saves the syscall, but it does change what a program can see:
+readiness is collected up to ``poll_us`` later than stock would, and code
+that expects I/O to be seen in the very next iteration (Tornado's own
+suite has four such tests) sees it later.  So it is off by default.  When
+on: a poll with a timeout is never skipped, so a loop waiting for I/O polls
+for real at once; epoll is level-triggered (asyncio never uses
+``EPOLLET``), so nothing skipped is lost; timers move to the ready queue
+after the poll whatever it returned; signals and the self-pipe arrive as
+self-pipe readability and follow the same bound (a C-level handler such
+as SIGINT's ``KeyboardInterrupt`` still runs at once); a loop stopped
+before its iteration began and a loop in debug mode poll for real.
+
+Scope: loops created while the patch is installed (the gate is put on a
+loop's selector when the loop is created); ``uninstall()`` takes every gate
+off again.  Fork needs nothing: the
+state is a timestamp of a system-wide monotonic clock.  The gate holds its
+selector weakly: a strong reference would be a cycle through the
+selector's ``__dict__``, which Tornado's own suite rejects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import math
+import platform
+import select
+import selectors
+import time
+import weakref
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from fastloop import _stats as stats
+from fastloop import gil
+from fastloop._registry import Patch, Swap
+from fastloop.config import settings
+
+#: The clock of the gate, read when a loop is created (tests substitute it).
+clock: Callable[[], int] = time.perf_counter_ns
+#: The thread CPU clock of the GIL-wait sample (tests substitute it).
+thread_clock: Callable[[], int] = time.thread_time_ns
+#: How often a zero-timeout poll releases the GIL on purpose, timed: while
+#: no contention is seen (a sample costs ~1 us of thread-clock reads) ...
+SAMPLE_NS = 10_000_000
+#: ... and while polls keep the GIL (a sample then costs up to a switch
+#: interval: 0.5% of the loop's time at CPython's 5 ms).
+HELD_SAMPLE_NS = 1_000_000_000
+#: A sampled wait this long means another thread wants the GIL: polls keep it.
+CONTENDED_NS = 20_000
+
+
+class _EpollData(ctypes.Union):
+    _fields_ = (("fd", ctypes.c_int), ("u64", ctypes.c_uint64))
+
+
+class EpollEvent(ctypes.Structure):
+    """``struct epoll_event``: packed on x86-64 only, as glibc declares it."""
+
+    if platform.machine() in ("x86_64", "AMD64"):
+        _pack_ = 1
+    _fields_ = (("events", ctypes.c_uint32), ("data", _EpollData))
+
+
+def _epoll_wait() -> Any:
+    """libc's ``epoll_wait`` through PyDLL (calls that keep the GIL), or None."""
+    try:
+        function = ctypes.PyDLL(None).epoll_wait
+    except (AttributeError, OSError):
+        return None
+    function.restype = ctypes.c_int
+    # No argtypes on purpose: ints and an address pass as C ints and a
+    # pointer unconverted, which is what makes the call cheaper than stock.
+    return function
+
+
+EPOLL_WAIT = _epoll_wait()
+
+_STOCK_NAMES = {
+    "_selector",
+    "poll",
+    "_fd_to_key",
+    "_key_from_fd",
+    "EPOLLIN",
+    "EPOLLOUT",
+}
+
+
+def check(module: ModuleType) -> str | None:
+    cls = getattr(module, "BaseSelectorEventLoop", None)
+    if cls is None:
+        return "asyncio.selector_events.BaseSelectorEventLoop is missing"
+    init = getattr(cls.__dict__.get("__init__"), "__code__", None)
+    if init is None or "_selector" not in init.co_names:
+        return "BaseSelectorEventLoop.__init__ no longer sets _selector"
+    import asyncio
+
+    run_once = getattr(
+        asyncio.BaseEventLoop.__dict__.get("_run_once"), "__code__", None
+    )
+    needs = {"_selector", "select", "_ready", "_stopping", "_process_events"}
+    if run_once is None or not needs <= set(run_once.co_names):
+        return "asyncio's BaseEventLoop._run_once no longer polls self._selector"
+    epoll_cls = getattr(selectors, "EpollSelector", None)
+    if epoll_cls is None or EPOLL_WAIT is None:
+        return "needs Linux epoll and libc's epoll_wait (ctypes)"
+    stock_select = getattr(epoll_cls.__dict__.get("select"), "__code__", None)
+    if stock_select is None or not set(stock_select.co_names) >= _STOCK_NAMES:
+        return "selectors.EpollSelector.select changed"
+    policy = asyncio.get_event_loop_policy()
+    if type(policy).__module__.startswith("uvloop"):
+        return (
+            "uvloop is the event loop policy: its loop is not asyncio's selector loop"
+        )
+    return None
+
+
+def apply(module: ModuleType) -> list[Swap]:
+    cls = module.BaseSelectorEventLoop
+    stock_init: Any = cls.__dict__["__init__"]
+
+    def __init__(self: Any, selector: Any = None) -> None:
+        stock_init(self, selector)
+        if type(self._selector) is selectors.EpollSelector:
+            put_gate(self)
+
+    __init__.__wrapped__ = stock_init  # type: ignore[attr-defined]
+    __init__.__qualname__ = stock_init.__qualname__
+    __init__.__doc__ = stock_init.__doc__
+    return [Swap(cls, "__init__", __init__)]
+
+
+def put_gate(loop: Any) -> None:
+    """Give ``loop``'s epoll selector a ``select`` whose zero polls can keep the GIL.
+
+    It replaces ``EpollSelector.select`` rather than wrapping it (one Python
+    frame per poll, as stock): the timeout path is stock's code, line for
+    line (``check()`` fingerprints it).
+    """
+    selector = loop._selector
+    stock_close = selectors.EpollSelector.close
+    selector_ref = weakref.ref(selector)
+    loop_ref = weakref.ref(loop)
+    epoll = selector._selector
+    epoll_poll = epoll.poll
+    epfd = epoll.fileno()
+    fd_to_key = selector._fd_to_key
+    capacity = 64
+    buffer: Any = (EpollEvent * capacity)()
+    epoll_wait = EPOLL_WAIT
+    epollin, epollout = select.EPOLLIN, select.EPOLLOUT
+    event_read, event_write = selectors.EVENT_READ, selectors.EVENT_WRITE
+    ceil = math.ceil
+    now = clock
+    cpu_now = thread_clock
+    skip_ns = settings.poll_ns  # read once per loop: the hot path reads a cell
+    skipped = stats.POLLS_SKIPPED.increment
+    gil_wait = gil.RECORDER.poll_wait
+    last_real = now()
+    next_sample = last_real
+    held = False  # polls keep the GIL: the last sample saw contention
+
+    def ready_list(fd_event_list: Any) -> list[tuple[selectors.SelectorKey, int]]:
+        ready = []
+        for fd, event in fd_event_list:
+            events = 0
+            if event & ~epollin:
+                events |= event_write
+            if event & ~epollout:
+                events |= event_read
+            key = fd_to_key.get(fd)
+            if key:
+                ready.append((key, events & key.events))
+        return ready
+
+    def select_(timeout: float | None = None) -> Any:
+        nonlocal last_real, next_sample, held, buffer, capacity
+        if timeout is None or timeout > 0:  # may block: stock, GIL released
+            wait = -1 if timeout is None else ceil(timeout * 1e3) * 1e-3
+            try:
+                fd_event_list = epoll_poll(wait, len(fd_to_key) or 1)
+            except InterruptedError:
+                fd_event_list = []
+            last_real = now()
+            return ready_list(fd_event_list)
+        started = now()
+        if skip_ns and started - last_real < skip_ns:
+            owner = loop_ref()
+            if owner is not None and not owner._stopping and not owner._debug:
+                skipped()
+                return []
+        last_real = started
+        if started >= next_sample:  # release the GIL, timed
+            cpu = cpu_now()
+            try:
+                fd_event_list = epoll_poll(0, len(fd_to_key) or 1)
+            except InterruptedError:
+                fd_event_list = []
+            waited = now() - started - (cpu_now() - cpu)
+            gil_wait(waited)
+            held = waited >= CONTENDED_NS
+            next_sample = started + (HELD_SAMPLE_NS if held else SAMPLE_NS)
+            return ready_list(fd_event_list)
+        if not held:
+            try:
+                return ready_list(epoll_poll(0, len(fd_to_key) or 1))
+            except InterruptedError:
+                return []
+        max_ev = len(fd_to_key) or 1  # as stock: a smaller one reorders
+        if max_ev > capacity:
+            capacity = 2 * max_ev
+            buffer = (EpollEvent * capacity)()
+        count = epoll_wait(epfd, buffer, max_ev, 0)
+        if count == 0:
+            return []
+        if count < 0:  # EINTR, or an error stock raises in its own words
+            try:
+                return ready_list(epoll_poll(0, max_ev))
+            except InterruptedError:
+                return []
+        return ready_list([(e.data.fd, e.events) for e in buffer[:count]])
+
+    def close() -> None:
+        # A closed epoll's fd number may be reused: stock select from now on.
+        owner = selector_ref()
+        if owner is not None:
+            take_gate_off(owner)
+            stock_close(owner)
+
+    select_.__name__ = select_.__qualname__ = "select"
+    selector.select = select_
+    selector.close = close
+    _gated.add(selector)
+
+
+def take_gate_off(selector: Any) -> None:
+    for name in ("select", "close"):
+        with contextlib.suppress(AttributeError):
+            delattr(selector, name)
+    _gated.discard(selector)
+
+
+def remove() -> None:
+    """Uninstalled: every gated selector gets stock ``select`` back."""
+    for selector in list(_gated):
+        take_gate_off(selector)
+
+
+#: Selectors that carry a gate now, held weakly (uninstall takes gates off).
+_gated: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+PATCH = Patch(
+    name="poll",
+    target="asyncio.selector_events",
+    summary="asyncio epoll loop: zero-timeout polls keep the GIL; skip them (opt-in)",
+    check=check,
+    apply=apply,
+    remove=remove,
+)
