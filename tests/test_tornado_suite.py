@@ -1,8 +1,9 @@
 """Tornado's own test suite must pass with fastloop active, with the same counts.
 
 Both runs go through the interpreter's start-up exactly as a user's would:
-the patched one only sets ``FASTLOOP=all`` and relies on the installed
-``.pth`` hook; a small ``atexit`` probe reports which patches were active.
+the patched one only sets ``FASTLOOP=all,switchinterval`` (every patch) and
+relies on the installed ``.pth`` hook; a small ``atexit`` probe reports
+which patches were active.
 
 Tornado's suite fails any test that logs an unexpected warning, and a real
 slow ``write_to_fd`` (a 10 MiB TLS write can take 6 ms here) logs one by
@@ -26,6 +27,21 @@ import tornado
 import fastloop
 from tests_support import require_installed_pth
 
+#: Makes every zero-timeout poll of the ``poll`` patch keep the GIL, as it
+#: does under contention, and counts those polls.
+HELD = (
+    "from fastloop.patches import poll\n"
+    "poll.CONTENDED_NS = -(10**15)\n"
+    "poll.HELD_SAMPLE_NS = 10**15\n"
+    "held = [0]\n"
+    "def counting(*args, real=poll.EPOLL_WAIT):\n"
+    "    held[0] += 1\n"
+    "    return real(*args)\n"
+    "poll.EPOLL_WAIT = counting\n"
+    "import atexit, sys\n"
+    "atexit.register(lambda: print('held polls:', held[0], file=sys.stderr))\n"
+)
+
 PROBE = (
     "import atexit, runpy, sys\n"
     "def report():\n"
@@ -41,7 +57,12 @@ PROBE = (
 )
 
 
-def run_suite(fastloop: str | None, profile: Path | None = None) -> dict[str, object]:
+HELD_COUNT = re.compile(r"^held polls: (\d+)$", re.MULTILINE)
+
+
+def run_suite(
+    fastloop: str | None, profile: Path | None = None, prelude: str = ""
+) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
     if fastloop is not None:
         env["FASTLOOP"] = fastloop
@@ -49,7 +70,7 @@ def run_suite(fastloop: str | None, profile: Path | None = None) -> dict[str, ob
         env["FASTLOOP_BLOCK_MS"] = "2000"
         env["FASTLOOP_PROFILE"] = str(profile)
     result = subprocess.run(
-        [sys.executable, "-c", PROBE],
+        [sys.executable, "-c", prelude + PROBE],
         env=env,
         capture_output=True,
         text=True,
@@ -73,6 +94,7 @@ def run_suite(fastloop: str | None, profile: Path | None = None) -> dict[str, ob
         "watchdog": watchdog.group(1),
         "heartbeats": int(watchdog.group(2)),
         "tail": output[-3000:],
+        "held": int(held.group(1)) if (held := HELD_COUNT.search(output)) else 0,
     }
 
 
@@ -81,12 +103,13 @@ def test_tornado_suite_passes_with_the_same_counts_under_fastloop(capsys, tmp_pa
     require_installed_pth()
     stock = run_suite(None)
     profile = tmp_path / "suite.collapsed"
-    patched = run_suite("all", profile)
+    patched = run_suite("all,switchinterval", profile)
     with capsys.disabled():  # the counts belong in the CI log
         print(
             f"\ntornado {tornado.version} suite: stock ran={stock['ran']} "
-            f"skipped={stock['skipped']} rc={stock['returncode']}; FASTLOOP=all "
-            f"ran={patched['ran']} skipped={patched['skipped']} "
+            f"skipped={stock['skipped']} rc={stock['returncode']}; "
+            f"FASTLOOP=all,switchinterval ran={patched['ran']} "
+            f"skipped={patched['skipped']} "
             f"rc={patched['returncode']} active={patched['active']} "
             f"watchdog heartbeats={patched['heartbeats']} "
             f"profile lines={len(profile.read_text().splitlines())}"
@@ -107,3 +130,26 @@ def test_tornado_suite_passes_with_the_same_counts_under_fastloop(capsys, tmp_pa
     assert patched["failed"] == stock["failed"], patched["tail"]
     assert (patched["ran"], patched["skipped"]) == (stock["ran"], stock["skipped"])
     assert patched["returncode"] == stock["returncode"], patched["tail"]
+
+
+@pytest.mark.slow
+def test_tornado_suite_passes_when_every_zero_timeout_poll_keeps_the_gil(capsys):
+    """The ``poll`` patch's held polls, forced on for the whole suite.
+
+    Without contention they rarely engage, so the run above says little
+    about them; here every zero-timeout poll goes through ``epoll_wait``
+    with the GIL held, and the outcome must still be stock's.
+    """
+    require_installed_pth()
+    stock = run_suite(None)
+    held = run_suite("all", prelude=HELD)
+    with capsys.disabled():
+        print(
+            f"\ntornado {tornado.version} suite with held polls: ran={held['ran']} "
+            f"skipped={held['skipped']} rc={held['returncode']} "
+            f"held polls={held['held']}"
+        )
+    assert held["held"] > 1000
+    assert held["failed"] == stock["failed"], held["tail"]
+    assert (held["ran"], held["skipped"]) == (stock["ran"], stock["skipped"])
+    assert held["returncode"] == stock["returncode"], held["tail"]

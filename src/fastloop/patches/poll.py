@@ -56,6 +56,7 @@ import math
 import platform
 import select
 import selectors
+import struct
 import time
 import weakref
 from collections.abc import Callable
@@ -81,16 +82,33 @@ HELD_SAMPLE_NS = 1_000_000_000
 CONTENDED_NS = 20_000
 
 
-class _EpollData(ctypes.Union):
-    _fields_ = (("fd", ctypes.c_int), ("u64", ctypes.c_uint64))
+#: ``struct epoll_event`` as (events, data.fd): packed on x86-64 only, as
+#: glibc declares it; ``data`` is a union whose ``fd`` member comes first.
+EPOLL_EVENT = struct.Struct(
+    "=Ii4x" if platform.machine() in ("x86_64", "AMD64") else "=I4xi4x"
+)
 
 
-class EpollEvent(ctypes.Structure):
-    """``struct epoll_event``: packed on x86-64 only, as glibc declares it."""
+class EventBuffer:
+    """Memory for ``epoll_wait`` to fill, made without new ctypes types.
 
-    if platform.machine() in ("x86_64", "AMD64"):
-        _pack_ = 1
-    _fields_ = (("events", ctypes.c_uint32), ("data", _EpollData))
+    ``ctypes.Structure * n`` would create an array class per size, and classes
+    are cyclic garbage once dropped (Tornado's suite counts those).
+    """
+
+    __slots__ = ("_anchor", "capacity", "memory", "pointer")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.memory = bytearray(capacity * EPOLL_EVENT.size)
+        # from_buffer pins the bytearray (no resize while exported).
+        self._anchor = ctypes.c_char.from_buffer(self.memory)
+        self.pointer = ctypes.c_void_p(ctypes.addressof(self._anchor))
+
+    def events(self, count: int) -> Any:
+        """(fd, events) pairs of the first ``count`` entries, as stock's poll."""
+        view = memoryview(self.memory)[: count * EPOLL_EVENT.size]
+        return [(fd, events) for events, fd in EPOLL_EVENT.iter_unpack(view)]
 
 
 def _epoll_wait() -> Any:
@@ -176,8 +194,7 @@ def put_gate(loop: Any) -> None:
     epoll_poll = epoll.poll
     epfd = epoll.fileno()
     fd_to_key = selector._fd_to_key
-    capacity = 64
-    buffer: Any = (EpollEvent * capacity)()
+    buffer = EventBuffer(64)
     epoll_wait = EPOLL_WAIT
     epollin, epollout = select.EPOLLIN, select.EPOLLOUT
     event_read, event_write = selectors.EVENT_READ, selectors.EVENT_WRITE
@@ -205,7 +222,7 @@ def put_gate(loop: Any) -> None:
         return ready
 
     def select_(timeout: float | None = None) -> Any:
-        nonlocal last_real, next_sample, held, buffer, capacity
+        nonlocal last_real, next_sample, held, buffer
         if timeout is None or timeout > 0:  # may block: stock, GIL released
             wait = -1 if timeout is None else ceil(timeout * 1e3) * 1e-3
             try:
@@ -238,10 +255,9 @@ def put_gate(loop: Any) -> None:
             except InterruptedError:
                 return []
         max_ev = len(fd_to_key) or 1  # as stock: a smaller one reorders
-        if max_ev > capacity:
-            capacity = 2 * max_ev
-            buffer = (EpollEvent * capacity)()
-        count = epoll_wait(epfd, buffer, max_ev, 0)
+        if max_ev > buffer.capacity:
+            buffer = EventBuffer(2 * max_ev)
+        count = epoll_wait(epfd, buffer.pointer, max_ev, 0)
         if count == 0:
             return []
         if count < 0:  # EINTR, or an error stock raises in its own words
@@ -249,7 +265,7 @@ def put_gate(loop: Any) -> None:
                 return ready_list(epoll_poll(0, max_ev))
             except InterruptedError:
                 return []
-        return ready_list([(e.data.fd, e.events) for e in buffer[:count]])
+        return ready_list(buffer.events(count))
 
     def close() -> None:
         # A closed epoll's fd number may be reused: stock select from now on.
