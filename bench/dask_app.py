@@ -2,7 +2,7 @@
 
     python bench/dask_app.py [--rounds N] [--json bench/results/dask.json]
 
-Needs distributed (pip install 'fastloop[bench]' distributed).  Each round
+Needs distributed (pip install 'tornado-fastloop[bench]' distributed).  Each round
 runs the whole cluster twice as fresh subprocesses, once with FASTLOOP unset
 and once with FASTLOOP=1 (the order alternates); the scheduler and the
 nanny-spawned worker processes pick fastloop up from the environment, not

@@ -77,7 +77,7 @@ def test_missing_optional_dependency_names_the_extra(monkeypatch, capsys, tmp_pa
         == 2
     )
     assert capsys.readouterr().err == (
-        "fastloop: --plot needs matplotlib: pip install 'fastloop[bench]'\n"
+        "fastloop: --plot needs matplotlib: pip install 'tornado-fastloop[bench]'\n"
     )
 
 
@@ -158,3 +158,19 @@ def test_patched_vs_stock_toggles_the_patches_per_arm():
         frozenset(),
     ]
     assert fastloop.installed() == {"wakeup"}  # the prior state is back
+
+
+def test_version_names_fastloop_tornado_and_python():
+    import platform
+
+    import tornado
+
+    import fastloop
+
+    result = fastloop_cli("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (
+        f"fastloop {fastloop.__version__} (tornado-fastloop), "
+        f"Tornado {tornado.version}, "
+        f"{platform.python_implementation()} {platform.python_version()}\n"
+    )

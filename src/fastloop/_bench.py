@@ -87,7 +87,7 @@ def measure(
         uv = _uvloop_runner()
         if uv is None:
             raise RuntimeError(
-                "--loop uvloop needs uvloop: pip install 'fastloop[bench]'"
+                "--loop uvloop needs uvloop: pip install 'tornado-fastloop[bench]'"
             )
         runner = uv
     rows = []
@@ -248,13 +248,13 @@ def run(
 ) -> int:
     if plot_path is not None and importlib.util.find_spec("matplotlib") is None:
         print(
-            "fastloop: --plot needs matplotlib: pip install 'fastloop[bench]'",
+            "fastloop: --plot needs matplotlib: pip install 'tornado-fastloop[bench]'",
             file=sys.stderr,
         )
         return 2
     if loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
         print(
-            "fastloop: --loop uvloop needs uvloop: pip install 'fastloop[bench]'",
+            "fastloop: --loop uvloop needs uvloop: pip install 'tornado-fastloop[bench]'",
             file=sys.stderr,
         )
         return 2

@@ -9,6 +9,7 @@ import sys
 from importlib import metadata
 from typing import Any
 
+import fastloop
 from fastloop import _launch, _registry, _stats, config, watchdog
 
 
@@ -48,7 +49,8 @@ def diagnose(environ: dict[str, str] | None = None) -> dict[str, Any]:
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "executable": sys.executable,
         "versions": {
-            name: _version(name) for name in ("fastloop", "tornado", "wrapt", "uvloop")
+            "fastloop": fastloop.__version__,
+            **{name: _version(name) for name in ("tornado", "wrapt", "uvloop")},
         },
         "event_loop": _loop_kind(),
         "pth_installed": _launch.pth_active(),

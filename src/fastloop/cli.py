@@ -47,11 +47,30 @@ def _positive(text: str) -> int:
     return value
 
 
+def _version() -> str:
+    """What a bug report needs: fastloop's version, and the Tornado and Python it runs on."""
+    import platform
+    from importlib import metadata
+
+    from fastloop import __version__
+
+    try:
+        tornado = metadata.version("tornado")
+    except metadata.PackageNotFoundError:
+        tornado = "not installed"
+    return (
+        f"fastloop {__version__} (tornado-fastloop), Tornado {tornado}, "
+        f"{platform.python_implementation()} {platform.python_version()}"
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="fastloop",
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # --version unwrapped
         description="Cheaper Tornado IOLoops, proven by A/B benchmarks.",
     )
+    top.add_argument("--version", action="version", version=_version())
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     bench = commands.add_parser(
         "bench",
