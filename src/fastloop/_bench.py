@@ -254,7 +254,8 @@ def run(
         return 2
     if loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
         print(
-            "fastloop: --loop uvloop needs uvloop: pip install 'tornado-fastloop[bench]'",
+            "fastloop: --loop uvloop needs uvloop: "
+            "pip install 'tornado-fastloop[bench]'",
             file=sys.stderr,
         )
         return 2

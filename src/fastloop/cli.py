@@ -48,7 +48,7 @@ def _positive(text: str) -> int:
 
 
 def _version() -> str:
-    """What a bug report needs: fastloop's version, and the Tornado and Python it runs on."""
+    """What a bug report needs: fastloop's, Tornado's and Python's versions."""
     import platform
     from importlib import metadata
 

@@ -15,7 +15,6 @@ sampled profile per thread.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
@@ -27,7 +26,7 @@ from pathlib import Path
 from types import CodeType, FrameType, TracebackType
 from typing import Any
 
-from fastloop import _fork, _loops
+from fastloop import _exit, _fork, _loops
 from fastloop._ticker import Ticker, positive_ms
 
 IDLE = "(idle)"
@@ -302,8 +301,8 @@ def profile_until_exit(target: str, environ: MutableMapping[str, str]) -> Profil
     Processes this one starts inherit the variable; it is rewritten so that
     they write ``NAME.<pid>.EXT`` beside the file instead of overwriting it.
     A child made by ``os.fork`` starts a profile of its own the same way
-    (the parent's samples stay the parent's).  Written at normal interpreter
-    exit: a process killed by a signal writes nothing.
+    (the parent's samples stay the parent's).  Written at interpreter exit,
+    and on SIGTERM when the application has no handler of its own.
     """
     pattern = str(_per_process(Path(target)))
     environ["FASTLOOP_PROFILE"] = pattern
@@ -321,7 +320,7 @@ def profile_until_exit(target: str, environ: MutableMapping[str, str]) -> Profil
         running.clear()
         running[Path(pattern.replace("{pid}", str(os.getpid())))] = Profile().start()
 
-    atexit.register(write)
+    _exit.register(write)
     os.register_at_fork(after_in_child=restart_in_child)
     return next(iter(running.values()))
 
