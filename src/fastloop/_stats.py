@@ -477,7 +477,8 @@ def report(snapshot: Snapshot | None = None) -> str:
     else:
         lines.append(
             "patches active     none: no patch is installed in this process "
-            "(FASTLOOP unset?), so no patch counter can move"
+            "(set FASTLOOP=1 or call fastloop.install()), so no patch counter "
+            "can move"
         )
     lines.append("")
     mark = len(lines)

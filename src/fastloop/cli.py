@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -144,6 +145,12 @@ def parser() -> argparse.ArgumentParser:
         help="check this interpreter: versions, loop, .pth hook, each patch's verdict",
     )
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    doctor.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        help="answer for an application that runs this loop "
+        "(default: the one this interpreter's policy makes)",
+    )
     return top
 
 
@@ -201,7 +208,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         from fastloop import _doctor
 
-        report = _doctor.diagnose()
+        if args.loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
+            print("fastloop doctor: --loop uvloop needs uvloop", file=sys.stderr)
+            return 2
+        report = _doctor.diagnose(loop=args.loop)
         print(json.dumps(report, indent=1) if args.json else _doctor.render(report))
         return 0 if report["ok"] else 1
     raise AssertionError(args.command)  # argparse only lets known commands through

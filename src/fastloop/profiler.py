@@ -26,7 +26,7 @@ from pathlib import Path
 from types import CodeType, FrameType, TracebackType
 from typing import Any
 
-from fastloop import _exit, _fork, _loops
+from fastloop import _exit, _fork, _loops, config
 from fastloop._ticker import Ticker, positive_ms
 
 IDLE = "(idle)"
@@ -295,8 +295,13 @@ def profile(interval_ms: float = 10.0, loop: Any = None) -> Profile:
 # --- FASTLOOP_PROFILE (fastloop run --profile FILE) ----------------------------
 
 
-def profile_until_exit(target: str, environ: MutableMapping[str, str]) -> Profile:
+def profile_until_exit(
+    target: str, environ: MutableMapping[str, str]
+) -> Profile | None:
     """Profile this process from now on and write ``target`` at exit.
+
+    A target that cannot be written is one line on stderr and no profile
+    (None), at start-up rather than at exit.
 
     Processes this one starts inherit the variable; it is rewritten so that
     they write ``NAME.<pid>.EXT`` beside the file instead of overwriting it.
@@ -304,6 +309,10 @@ def profile_until_exit(target: str, environ: MutableMapping[str, str]) -> Profil
     (the parent's samples stay the parent's).  Written at interpreter exit,
     and on SIGTERM when the application has no handler of its own.
     """
+    problem = config.profile_problem({"FASTLOOP_PROFILE": target})
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return None
     pattern = str(_per_process(Path(target)))
     environ["FASTLOOP_PROFILE"] = pattern
     running = {Path(target.replace("{pid}", str(os.getpid()))): Profile().start()}
