@@ -144,6 +144,15 @@ def parser() -> argparse.ArgumentParser:
         "doctor",
         help="check this interpreter: versions, loop, .pth hook, each patch's verdict",
     )
+    flamegraph = commands.add_parser(
+        "flamegraph",
+        help="draw a profile's collapsed stacks as a flame graph (SVG or PNG)",
+        description="Draw the collapsed stacks that --profile / FASTLOOP_PROFILE "
+        "wrote as a flame graph: OUT.svg needs nothing, OUT.png needs matplotlib.",
+    )
+    from fastloop import flamegraph as _flamegraph
+
+    _flamegraph.add_arguments(flamegraph)
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
     doctor.add_argument(
         "--loop",
@@ -203,6 +212,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             profile=args.profile,
         )
         return _launch.run(command, env)
+    if args.command == "flamegraph":
+        from fastloop import flamegraph
+
+        return flamegraph.main(args)
     if args.command == "doctor":
         import json
 
