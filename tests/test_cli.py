@@ -28,7 +28,17 @@ def test_bench_quick_one_workload_writes_json(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "onloop-burst" in result.stdout
-    assert "patched/stock [95% CI]" in result.stdout
+    header = result.stdout.splitlines()[0].split("  ")
+    assert [cell.strip() for cell in header if cell.strip()][:7] == [
+        "workload",
+        "per",
+        "stock",
+        "fastloop",
+        "fastloop/stock [95% CI]",
+        "limit: bare asyncio",
+        "fastloop/limit",
+    ]
+    assert "; took " in result.stdout.splitlines()[-1]
     assert "[1/1] onloop-burst" in result.stderr  # progress is visible
     data = json.loads(out.read_text())
     (row,) = data["workloads"]
@@ -44,7 +54,9 @@ def test_bench_quick_one_workload_writes_json(tmp_path):
         ([], "the following arguments are required: COMMAND"),
         (["frobnicate"], "invalid choice"),
         (["bench", "--only", "nope"], "unknown workload nope"),
-        (["bench", "--rounds", "0"], "expected a whole number >= 1"),
+        (["bench", "--rounds", "0"], "needs at least 6 rounds, got 0"),
+        (["bench", "--rounds", "5"], "needs at least 6 rounds, got 5"),
+        (["bench", "--rounds", "x"], "expected a whole number, got 'x'"),
         (["bench", "--loop", "trio"], "invalid choice"),
     ],
 )
@@ -174,3 +186,24 @@ def test_version_names_fastloop_tornado_and_python():
         f"Tornado {tornado.version}, "
         f"{platform.python_implementation()} {platform.python_version()}\n"
     )
+
+
+def test_bench_help_says_what_it_means(capsys):
+    from fastloop import _bench
+
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "95% intervals" in text and "%%" not in text
+    full, quick = _bench.MEASURED_SECONDS["full"], _bench.MEASURED_SECONDS["quick"]
+    assert f"{full} s for all workloads, {quick} s with --quick" in text
+
+
+def test_min_rounds_is_the_fewest_that_bound_the_median():
+    from fastloop import _bench
+
+    needed = _bench.min_rounds(0.95)
+    assert needed == 6
+    # With that many the extreme values are the interval; with one fewer, none.
+    assert ab.median_interval(range(needed))[1:] == (0, needed - 1)
+    assert 2 / 2 ** (needed - 1) > 0.05 >= 2 / 2**needed
