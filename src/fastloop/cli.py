@@ -139,7 +139,8 @@ def parser() -> argparse.ArgumentParser:
         nargs="?",
         const="stderr",
         metavar="PATH",
-        help="at exit print the report, or write stats JSON to PATH",
+        help="at exit (and on SIGTERM) print the report, or write stats JSON to "
+        "PATH ({pid} in it: one file per process)",
     )
     run.add_argument(
         "--slow-write-ms",
@@ -158,7 +159,8 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="FILE",
         help="sample the loop threads every 10 ms; write collapsed stacks "
-        "(speedscope JSON if FILE ends in .speedscope.json) at exit; "
+        "(speedscope JSON if FILE ends in .speedscope.json) at exit and on "
+        "SIGTERM; "
         "child processes write FILE.<pid>",
     )
     run.add_argument("command_args", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
