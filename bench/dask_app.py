@@ -2,7 +2,7 @@
 
     python bench/dask_app.py [--scenario idle|busy] [--rounds N] [--json PATH]
 
-Needs distributed (pip install 'fastloop[dask]').  Each round runs the whole
+Needs distributed (pip install 'tornado-fastloop[dask]').  Each round runs the whole
 cluster once per arm as fresh subprocesses, in an order that rotates from
 round to round: FASTLOOP unset (stock), FASTLOOP=1 (the default set) and
 FASTLOOP=all,switchinterval (every patch); the scheduler and the

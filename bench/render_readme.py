@@ -180,10 +180,10 @@ def render_observe() -> str:
         "",
         f"and the flame graph of its loop thread ({profile['samples']:,} samples "
         f"at 10 ms, {idle:.0%} of them idle in the selector and left out), drawn "
-        "by `bench/flamegraph.py` from the collapsed file the profiler wrote "
-        "(`bench/results/tornado_profile.collapsed`):",
+        "by `fastloop flamegraph bench/results/tornado_profile.collapsed "
+        "flamegraph.svg --no-idle` from the collapsed file the profiler wrote:",
         "",
-        "![flame graph of the Tornado app's loop thread](bench/results/flamegraph.png)",
+        "![flame graph of the Tornado app's loop thread](bench/results/flamegraph.svg)",
         "",
         f"What watching costs (`bench/observe_overhead.py`, {rounds} interleaved "
         f"rounds, CPython {overhead['python']}, `bench/results/observe_overhead.json`):",

@@ -10,10 +10,10 @@ report every 1.5 s, then writes what fastloop saw:
 - ``blocked_loop.txt``: the first blocked-loop episode as logged (warning
   with the loop thread's stack, then the recovery line);
 - ``tornado_profile.collapsed``: the profiler's collapsed stacks;
-- ``flamegraph.png``: those stacks drawn by ``bench/flamegraph.py``, idle
+- ``flamegraph.svg``: those stacks drawn by ``fastloop flamegraph``, idle
   time left out (its share is in ``tornado_profile.json``).
 
-Needs wrk (Debian: apt-get install wrk) and matplotlib.
+Needs wrk (Debian: apt-get install wrk).
 """
 
 from __future__ import annotations
@@ -29,9 +29,11 @@ import threading
 import urllib.request
 from pathlib import Path
 
+from fastloop import flamegraph
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import flamegraph  # noqa: E402
+
+TITLE = "Tornado inventory app under wrk: loop-thread samples, idle left out"
 
 APP = '''"""An inventory service: fast lookups, and a report built on the loop thread."""
 import csv, io, random, socket
@@ -144,10 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(stacks.values())
     idle = sum(n for stack, n in stacks.items() if stack[-1] == "(idle)")
     work = {stack: n for stack, n in stacks.items() if stack[-1] != "(idle)"}
-    flamegraph.render(
-        work,
-        args.out / "flamegraph.png",
-        "Tornado inventory app under wrk: loop-thread samples, idle left out",
+    # What `fastloop flamegraph FILE flamegraph.svg --no-idle --title ...` writes.
+    (args.out / "flamegraph.svg").write_text(
+        flamegraph.svg(work, TITLE), encoding="utf-8"
     )
     summary = {
         "samples": total,
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{summary['episodes']} blocked episodes logged; {total} samples, "
         f"{idle / max(total, 1):.0%} idle; wrote {args.out}/blocked_loop.txt, "
-        f"tornado_profile.collapsed, flamegraph.png"
+        f"tornado_profile.collapsed, flamegraph.svg"
     )
     return 0
 

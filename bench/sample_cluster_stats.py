@@ -31,22 +31,38 @@ def inc(x: int) -> int:
 
 
 def table(result: dict) -> str:
+    """One row per process; "off" where a patch is not active in that process."""
     rows = [
         ("scheduler", result["scheduler"]),
         *sorted(result["workers"].items()),
         ("total", result["total"]),
     ]
     lines = [
-        f"{'process':<26}{'writes':>8}{'bytes written':>15}{'p99 write':>11}"
-        f"{'max write':>11}{'xthread cbs':>13}{'wakeups asked/written':>23}"
+        f"{'process':<24}{'writes':>8}{'bytes written':>15}{'p99 write':>11}"
+        f"{'max write':>11}{'on-loop cbs/batches':>22}{'xthread cbs':>13}"
+        f"{'wakeups asked/written':>23}"
     ]
     for name, snap in rows:
         w, a, k = snap["write_to_fd"], snap["add_callback"], snap["wakeup"]
-        lines.append(
-            f"{name:<26}{w['calls']:>8,}{w['bytes_written']:>15,}{w['p99_ns'] / 1e3:>9.0f}us"
-            f"{w['max_ns'] / 1e3:>9.0f}us{a['remote_callbacks']:>13,}"
-            f"{k['requested']:>13,} / {k['written']:<8,}"
+        active = snap["installed"]
+        writes = (
+            f"{w['calls']:>8,}{w['bytes_written']:>15,}{w['p99_ns'] / 1e3:>9.0f}us"
+            f"{w['max_ns'] / 1e3:>9.0f}us"
+            if "write_to_fd" in active
+            else f"{'off':>8}{'':>15}{'':>11}{'':>11}"
         )
+        callbacks = (
+            f"{a['onloop_callbacks']:>13,} / {a['onloop_batches']:<6,}"
+            f"{a['remote_callbacks']:>13,}"
+            if "add_callback" in active
+            else f"{'off':>22}{'off':>13}"
+        )
+        wakeups = (
+            f"{k['requested']:>13,} / {k['written']:<8,}"
+            if "wakeup" in active
+            else f"{'off':>13}"
+        )
+        lines.append(f"{name:<24}{writes}{callbacks}{wakeups}".rstrip())
     return "\n".join(lines)
 
 

@@ -67,7 +67,7 @@ def test_wheel_ships_the_pth_at_its_root(tmp_path):
         check=True,
         timeout=300,
     )
-    (wheel,) = tmp_path.glob("fastloop-*.whl")
+    (wheel,) = tmp_path.glob("tornado_fastloop-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         assert "fastloop.pth" in archive.namelist()
         shipped = archive.read("fastloop.pth").decode()

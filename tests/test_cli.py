@@ -28,7 +28,17 @@ def test_bench_quick_one_workload_writes_json(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "onloop-burst" in result.stdout
-    assert "patched/stock [95% CI]" in result.stdout
+    header = result.stdout.splitlines()[0].split("  ")
+    assert [cell.strip() for cell in header if cell.strip()][:7] == [
+        "workload",
+        "per",
+        "stock",
+        "fastloop",
+        "fastloop/stock [95% CI]",
+        "limit: bare asyncio",
+        "fastloop/limit",
+    ]
+    assert "; took " in result.stdout.splitlines()[-1]
     assert "[1/1] onloop-burst" in result.stderr  # progress is visible
     data = json.loads(out.read_text())
     (row,) = data["workloads"]
@@ -44,7 +54,9 @@ def test_bench_quick_one_workload_writes_json(tmp_path):
         ([], "the following arguments are required: COMMAND"),
         (["frobnicate"], "invalid choice"),
         (["bench", "--only", "nope"], "unknown workload nope"),
-        (["bench", "--rounds", "0"], "expected a whole number >= 1"),
+        (["bench", "--rounds", "0"], "needs at least 6 rounds, got 0"),
+        (["bench", "--rounds", "5"], "needs at least 6 rounds, got 5"),
+        (["bench", "--rounds", "x"], "expected a whole number, got 'x'"),
         (["bench", "--loop", "trio"], "invalid choice"),
     ],
 )
@@ -77,7 +89,7 @@ def test_missing_optional_dependency_names_the_extra(monkeypatch, capsys, tmp_pa
         == 2
     )
     assert capsys.readouterr().err == (
-        "fastloop: --plot needs matplotlib: pip install 'fastloop[bench]'\n"
+        "fastloop: --plot needs matplotlib: pip install 'tornado-fastloop[bench]'\n"
     )
 
 
@@ -158,3 +170,40 @@ def test_patched_vs_stock_toggles_the_patches_per_arm():
         frozenset(),
     ]
     assert fastloop.installed() == {"wakeup"}  # the prior state is back
+
+
+def test_version_names_fastloop_tornado_and_python():
+    import platform
+
+    import tornado
+
+    import fastloop
+
+    result = fastloop_cli("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (
+        f"fastloop {fastloop.__version__} (tornado-fastloop), "
+        f"Tornado {tornado.version}, "
+        f"{platform.python_implementation()} {platform.python_version()}\n"
+    )
+
+
+def test_bench_help_says_what_it_means(capsys):
+    from fastloop import _bench
+
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "95% intervals" in text and "%%" not in text
+    full, quick = _bench.MEASURED_SECONDS["full"], _bench.MEASURED_SECONDS["quick"]
+    assert f"{full} s for all workloads, {quick} s with --quick" in text
+
+
+def test_min_rounds_is_the_fewest_that_bound_the_median():
+    from fastloop import _bench
+
+    needed = _bench.min_rounds(0.95)
+    assert needed == 6
+    # With that many the extreme values are the interval; with one fewer, none.
+    assert ab.median_interval(range(needed))[1:] == (0, needed - 1)
+    assert 2 / 2 ** (needed - 1) > 0.05 >= 2 / 2**needed

@@ -63,6 +63,10 @@ def check(result, workers):
     )
     assert total["calls"] == sum(n for _, n in total["histogram"])
     assert 0 < total["p50_ns"] <= total["p99_ns"] <= total["max_ns"]
+    # Each process says what it runs; the total counts processes per patch.
+    assert result["total"]["processes"] == len(parts)
+    assert result["total"]["installed"] == dict.fromkeys(ALL, len(parts))
+    assert all(p["installed"] == ALL for p in parts)
 
 
 def test_local_cluster_with_worker_processes_and_the_preload():
@@ -166,3 +170,58 @@ def test_separate_scheduler_and_worker_processes_over_tcp(tmp_path):
             if process is not None:
                 process.terminate()
                 process.wait(30)
+
+
+def test_worker_under_a_nanny_stopped_by_sigterm_leaves_report_and_profile(tmp_path):
+    """As Kubernetes stops a pod: SIGTERM to ``dask worker`` (nanny and worker)."""
+    import json
+    import signal
+
+    from distributed import Client
+
+    scheduler_file = tmp_path / "scheduler.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    here = os.path.dirname(os.path.abspath(__file__))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
+    scheduler = subprocess.Popen(
+        [sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1",
+         "--port", "0", "--no-dashboard", "--scheduler-file", str(scheduler_file)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    worker = None
+    try:
+        deadline = time.monotonic() + 60
+        while not scheduler_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "fastloop", "run",
+             "--report", str(tmp_path / "report.{pid}.json"),
+             "--profile", str(tmp_path / "worker.collapsed"), "--",
+             sys.executable, "-m", "dask", "worker", "--nanny", "--nthreads", "1",
+             "--no-dashboard", "--host", "127.0.0.1", "--preload", "fastloop.dask",
+             "--scheduler-file", str(scheduler_file)],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        with Client(scheduler_file=str(scheduler_file), timeout=60) as client:
+            client.wait_for_workers(1, timeout=60)
+            (pid,) = client.run(os.getpid).values()
+            exercise(client)
+            worker.send_signal(signal.SIGTERM)
+            _, log = worker.communicate(timeout=120)
+    finally:
+        for process in (worker, scheduler):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(30)
+    # dask's own log shows the preload line, from the worker process.
+    assert "distributed.preloading - INFO - fastloop: preload in Worker: " in log
+    assert "patches add_callback, poll, wakeup, write_to_fd active" in log
+    reports = {p.name: json.loads(p.read_text()) for p in tmp_path.glob("report.*")}
+    nanny = worker.pid  # fastloop run became the command
+    # (multiprocessing's resource tracker, a Python process too, writes one more)
+    assert {f"report.{nanny}.json", f"report.{pid}.json"} <= set(reports), log
+    assert reports[f"report.{pid}.json"]["write_to_fd"]["calls"] > 0
+    assert reports[f"report.{pid}.json"]["installed"] == ALL
+    profiles = sorted(p.name for p in tmp_path.glob("worker*.collapsed"))
+    assert {"worker.collapsed", f"worker.{pid}.collapsed"} <= set(profiles), log
+    assert "thread:MainThread" in (tmp_path / f"worker.{pid}.collapsed").read_text()

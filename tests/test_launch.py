@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fastloop import cli
+from fastloop import _registry, cli
 from tests_support import require_installed_pth
 
 REPO = Path(__file__).resolve().parents[1]
@@ -182,3 +182,71 @@ def test_run_bad_options_are_usage_errors(args, message, capsys):
         cli.main(args)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_doctor_under_uvloop_reports_wakeup_off_by_design_not_failed(capsys):
+    pytest.importorskip("uvloop")
+    assert cli.main(["doctor", "--loop", "uvloop"]) == 0
+    out = capsys.readouterr().out
+    assert "event loop    uvloop: uvloop.Loop" in out
+    assert "  wakeup        off under uvloop, by design: uvloop is" in out
+    assert "add_callback  ok (requested)" in out
+    assert "verdict       ok: everything requested can apply, or is off by" in out
+
+
+def test_doctor_answers_for_asyncio_with_patches_already_active(capsys):
+    import fastloop
+
+    fastloop.install()
+    assert cli.main(["doctor", "--loop", "asyncio", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["patches"] == dict.fromkeys(_registry.known())
+    assert report["off_by_design"] == {}
+    assert fastloop.installed() == {"add_callback", "poll", "wakeup", "write_to_fd"}
+
+
+def test_doctor_flags_output_paths_that_cannot_be_written(
+    capsys, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("FASTLOOP_REPORT", str(tmp_path / "nope" / "report.json"))
+    monkeypatch.setenv("FASTLOOP_PROFILE", str(tmp_path))
+    assert cli.main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert f"directory {tmp_path / 'nope'} does not exist" in out
+    assert f"INVALID: fastloop: ignoring '{tmp_path}' in FASTLOOP_PROFILE" in out
+    assert f"({tmp_path} is a directory)" in out
+
+
+def test_unwritable_outputs_are_one_line_each_at_start_up(tmp_path):
+    require_installed_pth()
+    report = tmp_path / "nope" / "report.json"
+    result = subprocess.run(
+        [sys.executable, "-c", "print('app ran')"],
+        env=clean_env(FASTLOOP_REPORT=str(report), FASTLOOP_PROFILE=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0
+    assert result.stdout == "app ran\n"
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2, result.stderr
+    assert lines[0].startswith(f"fastloop: ignoring '{report}' in FASTLOOP_REPORT=")
+    assert lines[1].startswith(f"fastloop: ignoring '{tmp_path}' in FASTLOOP_PROFILE=")
+
+
+def test_report_alone_says_nothing_is_installed(tmp_path):
+    require_installed_pth()
+    result = subprocess.run(
+        [sys.executable, "-c", "import tornado.ioloop"],
+        env=clean_env(FASTLOOP_REPORT="1"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "patches active     none: no patch is installed in this process" in (
+        result.stderr
+    )

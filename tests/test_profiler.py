@@ -10,16 +10,13 @@ import sys
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from tornado.ioloop import IOLoop
 
 import fastloop
-from fastloop import profiler
+from fastloop import flamegraph, profiler
 from tests_support import require_installed_pth
-
-BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
 @pytest.fixture(autouse=True)
@@ -89,12 +86,7 @@ def test_collapsed_output_parses_back_to_the_same_counts(tmp_path):
         stack, _, count = line.rpartition(" ")
         assert count.isdigit()
         assert all(stack.split(";"))
-    sys.path.insert(0, str(BENCH))
-    try:
-        from flamegraph import parse_collapsed as flamegraph_parse
-    finally:
-        sys.path.remove(str(BENCH))
-    assert flamegraph_parse(text) == running.stacks()
+    assert flamegraph.parse_collapsed(text) == running.stacks()
 
 
 def test_speedscope_json_has_what_its_schema_requires(tmp_path):

@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import sys
+import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,21 @@ from fastloop.workloads import WORKLOADS, Runner, Workload
 
 QUICK_ROUNDS = 7
 FULL_ROUNDS = 21
+#: Wall time of `fastloop bench` and `--quick`, all workloads, with uvloop
+#: arms, timed on the 2-core VM of the README's results (others running).
+MEASURED_SECONDS = {"full": 62, "quick": 19}
+
+
+def min_rounds(confidence: float) -> int:
+    """The fewest rounds whose extreme ratios bound the median with ``confidence``.
+
+    The interval [smallest, largest] misses the median only when every ratio
+    falls on one side of it: probability 2/2**n, distribution-free.
+    """
+    n = 1
+    while 2 / 2**n > 1 - confidence:
+        n += 1
+    return n
 
 
 def _uvloop_runner() -> Runner | None:
@@ -88,7 +104,7 @@ def measure(
         uv = _uvloop_runner()
         if uv is None:
             raise RuntimeError(
-                "--loop uvloop needs uvloop: pip install 'fastloop[bench]'"
+                "--loop uvloop needs uvloop: pip install 'tornado-fastloop[bench]'"
             )
         runner = uv
     rows = []
@@ -163,22 +179,25 @@ def _ratio(result: dict[str, Any]) -> str:
 
 def table(results: dict[str, Any]) -> str:
     """The results as a text table (per-operation medians and ratios)."""
+    # The README's column names (bench/render_readme.py).
     header = [
         "workload",
+        "per",
         "stock",
-        "patched",
-        "patched/stock [95% CI]",
-        "limit",
-        "vs limit",
+        "fastloop",
+        "fastloop/stock [95% CI]",
+        "limit: bare asyncio",
+        "fastloop/limit",
     ]
     uv = any("patched_vs_uvloop" in row for row in results["workloads"])
     if uv:
-        header += ["uvloop", "uvloop+fastloop", "patched/uvloop"]
+        header += ["stock uvloop", "uvloop + fastloop", "fastloop/stock uvloop"]
     lines = [header]
     for row in results["workloads"]:
         median = row["median_s"]
         cells = [
             row["name"],
+            row["unit"],
             _per_op(median["stock"], row),
             _per_op(median["patched"], row),
             _ratio(row["patched_vs_stock"]),
@@ -204,6 +223,7 @@ def table(results: dict[str, Any]) -> str:
         f"per operation, medians of {results['rounds']} interleaved rounds; "
         f"Python {results['python']}, Tornado {results['tornado']}, "
         f"loop {results['loop']}; ~ = noisy (95% interval wider than 10% of the ratio)"
+        + (f"; took {results['seconds']:.0f} s" if "seconds" in results else "")
     )
     return "\n".join([*text, "", footer])
 
@@ -249,13 +269,14 @@ def run(
 ) -> int:
     if plot_path is not None and importlib.util.find_spec("matplotlib") is None:
         print(
-            "fastloop: --plot needs matplotlib: pip install 'fastloop[bench]'",
+            "fastloop: --plot needs matplotlib: pip install 'tornado-fastloop[bench]'",
             file=sys.stderr,
         )
         return 2
     if loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
         print(
-            "fastloop: --loop uvloop needs uvloop: pip install 'fastloop[bench]'",
+            "fastloop: --loop uvloop needs uvloop: "
+            "pip install 'tornado-fastloop[bench]'",
             file=sys.stderr,
         )
         return 2
@@ -265,7 +286,9 @@ def run(
     def progress(text: str) -> None:
         print(text, end="", file=sys.stderr, flush=True)
 
+    started = time.monotonic()
     results = measure(names, loop=loop, rounds=count, progress=progress)
+    results["seconds"] = round(time.monotonic() - started, 1)
     print(table(results))
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import platform
 import sys
+from collections.abc import Iterator
 from importlib import metadata
 from typing import Any
 
-from fastloop import _launch, _registry, _stats, config, watchdog
+import fastloop
+from fastloop import _launch, _registry, _stats, ab, config, watchdog
 
 
 def _version(distribution: str) -> str | None:
@@ -17,6 +20,31 @@ def _version(distribution: str) -> str | None:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return None
+
+
+LOOPS = ("asyncio", "uvloop")
+
+
+def current_loop() -> str:
+    """The loop this interpreter's policy makes: 'uvloop' or 'asyncio'."""
+    policy = type(asyncio.get_event_loop_policy())
+    return "uvloop" if policy.__module__.startswith("uvloop") else "asyncio"
+
+
+@contextlib.contextmanager
+def _policy(loop: str) -> Iterator[None]:
+    """Answer as if the application ran ``loop``: its policy, for the block."""
+    saved = asyncio.get_event_loop_policy()
+    if loop == "uvloop":
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    else:
+        asyncio.set_event_loop_policy(asyncio.DefaultEventLoopPolicy())
+    try:
+        yield
+    finally:
+        asyncio.set_event_loop_policy(saved)
 
 
 def _loop_kind() -> str:
@@ -28,31 +56,68 @@ def _loop_kind() -> str:
         loop.close()
 
 
-def diagnose(environ: dict[str, str] | None = None) -> dict[str, Any]:
+def _verdicts(loop: str) -> tuple[dict[str, str | None], dict[str, str]]:
+    """Each patch's check() under ``loop``, and those off there by design.
+
+    A patch that applies under asyncio's loop and declines under uvloop is a
+    supported set-up (uvloop already does that work), not a failure.
+    """
+    # Patches active here are taken off for the look: check() reads the
+    # stock internals, not fastloop's replacements.  Importing the targets
+    # first lets patches armed by FASTLOOP apply, so that they come off too.
+    _registry.available()
+    with ab.stock():
+        with _policy(loop):
+            verdicts = {name: _registry.check(name) for name in _registry.known()}
+        by_design: dict[str, str] = {}
+        if loop == "uvloop":
+            with _policy("asyncio"):
+                for name, why in verdicts.items():
+                    if why is not None and _registry.check(name) is None:
+                        by_design[name] = why
+    return verdicts, by_design
+
+
+def diagnose(
+    environ: dict[str, str] | None = None, loop: str | None = None
+) -> dict[str, Any]:
+    """What applies here, and why not; ``loop`` answers for an app running it."""
     env = dict(os.environ if environ is None else environ)
     requested, problems = config.patches_from_environ(
         env, _registry.known(), _registry.default_set()
     )
     _, setting_problems = config.settings_from_environ(env)
     problems += setting_problems
+    profile_problem = config.profile_problem(env)
+    if profile_problem is not None:
+        problems.append(profile_problem)
     running = watchdog.process_watchdog()
-    verdicts = _registry.available()
+    loop = loop or current_loop()
+    verdicts, by_design = _verdicts(loop)
+    with _policy(loop):
+        loop_class = _loop_kind()
     wanted = (
-        list(_registry.known())
+        list(_registry.default_set())
         if requested is None or not env.get("FASTLOOP")
         else sorted(requested)
     )
     settings = {
         variable: env.get(variable, "(unset)")
-        for variable in ("FASTLOOP", *config.SETTING_VARIABLES.values())
+        for variable in (
+            "FASTLOOP",
+            *config.SETTING_VARIABLES.values(),
+            "FASTLOOP_PROFILE",
+        )
     }
     return {
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "executable": sys.executable,
         "versions": {
-            name: _version(name) for name in ("fastloop", "tornado", "wrapt", "uvloop")
+            "fastloop": fastloop.__version__,
+            **{name: _version(name) for name in ("tornado", "wrapt", "uvloop")},
         },
-        "event_loop": _loop_kind(),
+        "loop": loop,
+        "event_loop": loop_class,
         "pth_installed": _launch.pth_active(),
         "installed_now": sorted(_registry.installed()),
         "watchdog": {
@@ -61,10 +126,12 @@ def diagnose(environ: dict[str, str] | None = None) -> dict[str, Any]:
             "block_ms_setting": env.get("FASTLOOP_BLOCK_MS"),
         },
         "patches": verdicts,
+        "off_by_design": by_design,
         "requested": wanted,
         "settings": settings,
         "problems": [str(p) for p in problems],
-        "ok": not problems and all(verdicts.get(name) is None for name in wanted),
+        "ok": not problems
+        and all(verdicts.get(name) is None or name in by_design for name in wanted),
     }
 
 
@@ -84,7 +151,7 @@ def render(report: dict[str, Any]) -> str:
         f"python        {report['python']} ({report['executable']})",
         "versions      "
         + ", ".join(f"{k} {v or 'not installed'}" for k, v in versions.items()),
-        f"event loop    {report['event_loop']}",
+        f"event loop    {report['loop']}: {report['event_loop']}",
         "fastloop.pth  "
         + (
             "installed: FASTLOOP=1 works for this interpreter"
@@ -97,9 +164,13 @@ def render(report: dict[str, Any]) -> str:
     ]
     for name, why in report["patches"].items():
         mark = "requested" if name in report["requested"] else "not requested"
-        lines.append(
-            f"  {name:<14}{'ok' if why is None else 'declines: ' + why} ({mark})"
-        )
+        if why is None:
+            verdict = "ok"
+        elif name in report["off_by_design"]:
+            verdict = f"off under {report['loop']}, by design: {why}"
+        else:
+            verdict = f"declines: {why}"
+        lines.append(f"  {name:<14}{verdict} ({mark})")
     lines.append("settings")
     for variable, value in report["settings"].items():
         lines.append(f"  {variable:<24}{value}")
@@ -109,6 +180,7 @@ def render(report: dict[str, Any]) -> str:
         "verdict       "
         + (
             "ok: everything requested can apply"
+            + (", or is off by design here" if report["off_by_design"] else "")
             if report["ok"]
             else "NOT OK: see above"
         )

@@ -279,3 +279,17 @@ def _restore(applied: _Applied) -> None:
         applied.effect.undo()
     if applied.patch.remove is not None:
         applied.patch.remove()
+
+
+def check(name: str) -> str | None:
+    """What ``name``'s ``check()`` says in this process now, installed or not.
+
+    Imports the patch's target module; ``fastloop doctor`` asks this under
+    each event loop policy it answers for.
+    """
+    patch = _patches[name]
+    try:
+        module = importlib.import_module(patch.target)
+    except Exception as exc:  # any failure to import is a reason, not a crash
+        return f"cannot import {patch.target}: {exc}"
+    return _safe_check(patch, module)

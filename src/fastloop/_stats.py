@@ -13,7 +13,6 @@ code can bind counters once.
 
 from __future__ import annotations
 
-import atexit
 import itertools
 import json
 import os
@@ -22,7 +21,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fastloop import gil
+from fastloop import _registry, gil
 from fastloop._histogram import BUCKETS
 from fastloop._histogram import buckets as _buckets
 from fastloop._histogram import percentile as _percentile
@@ -49,6 +48,9 @@ class Counter:
         return int(repr(self._count)[6:-1]) + self._bulk
 
 
+# add_callback on the loop thread: counted per batch, never per callback
+ONLOOP_BATCHES = Counter()  # on-loop batches opened
+ONLOOP_EXTRA = Counter()  # callbacks those batches ran beyond their first
 # add_callback from other threads
 REMOTE_CALLBACKS = Counter()  # callbacks queued by producer threads
 REMOTE_BATCHES = Counter()  # cross-thread batches the loops ran
@@ -62,6 +64,8 @@ SLOW_WRITES = Counter()  # calls slower than FASTLOOP_SLOW_WRITE_MS
 POLLS_SKIPPED = Counter()  # zero-timeout polls answered without the syscall
 
 _COUNTERS = {
+    "onloop_batches": ONLOOP_BATCHES,
+    "onloop_extra": ONLOOP_EXTRA,
     "remote_callbacks": REMOTE_CALLBACKS,
     "remote_batches": REMOTE_BATCHES,
     "remote_batched": REMOTE_BATCHED,
@@ -190,6 +194,10 @@ class AddCallbackStats:
     """Cross-thread batches the loops ran (each one ready-queue entry)."""
     batched: int
     """Callbacks run by those batches."""
+    onloop_batches: int = 0
+    """On-loop batches: one ready-queue entry each, however many callbacks."""
+    onloop_callbacks: int = 0
+    """Callbacks added on the loop thread and run by those batches."""
 
 
 @dataclass(frozen=True)
@@ -342,10 +350,13 @@ class Snapshot:
     watchdog: WatchdogStats
     poll: PollStats
     gil: gil.GilStats
+    installed: tuple[str, ...] = ()
+    """Patches active in this process when the snapshot was taken."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (percentiles included)."""
         data = asdict(self)
+        data["installed"] = list(self.installed)
         writes = data["write_to_fd"]
         writes["histogram"] = [list(pair) for pair in self.write_to_fd.histogram]
         writes["p50_ns"] = self.write_to_fd.p50_ns
@@ -400,6 +411,8 @@ def stats() -> Snapshot:
             remote_callbacks=now["remote_callbacks"],
             batches=now["remote_batches"],
             batched=now["remote_batched"],
+            onloop_batches=now["onloop_batches"],
+            onloop_callbacks=now["onloop_batches"] + now["onloop_extra"],
         ),
         wakeup=WakeupStats(
             requested=now["wakeups_requested"], written=now["wakeups_written"]
@@ -421,6 +434,7 @@ def stats() -> Snapshot:
         watchdog=WATCHDOG.snapshot(),
         poll=PollStats(skipped=now["polls_skipped"]),
         gil=gil.RECORDER.snapshot(),
+        installed=tuple(sorted(_registry.installed())),
     )
 
 
@@ -454,6 +468,16 @@ def report(snapshot: Snapshot | None = None) -> str:
     s = snapshot or stats()
     w, a, k = s.write_to_fd, s.add_callback, s.wakeup
     lines = ["fastloop report", ""]
+    if s.installed:
+        lines.append(f"patches active     {', '.join(s.installed)}")
+    else:
+        lines.append(
+            "patches active     none: no patch is installed in this process "
+            "(set FASTLOOP=1 or call fastloop.install()), so no patch counter "
+            "can move"
+        )
+    lines.append("")
+    mark = len(lines)
     lines.append("write_to_fd (every tornado.iostream stream)")
     lines.append(f"  calls            {w.calls:>14,}")
     lines.append(f"  bytes offered    {w.bytes_offered:>14,}")
@@ -473,16 +497,30 @@ def report(snapshot: Snapshot | None = None) -> str:
             f"  stalled          {_ms(w.stalled_ns)} of wall time ({share:.0%}), "
             f"CPU {_ms(w.cpu_ns)}"
         )
+    _unless_installed(lines, mark, "write_to_fd", s, w.calls)
     lines.append("")
+    mark = len(lines)
+    lines.append("add_callback on the loop thread")
+    lines.append(f"  callbacks run    {a.onloop_callbacks:>14,}")
+    lines.append(f"  batches run      {a.onloop_batches:>14,}")
+    if a.onloop_batches:
+        per_batch = a.onloop_callbacks / a.onloop_batches
+        lines.append(f"  per batch        {per_batch:>14.1f}")
+    _unless_installed(lines, mark, "add_callback", s, a.onloop_batches)
+    lines.append("")
+    mark = len(lines)
     lines.append("add_callback from other threads")
     lines.append(f"  callbacks queued {a.remote_callbacks:>14,}")
     lines.append(f"  batches run      {a.batches:>14,}")
     if a.batches:
         lines.append(f"  per batch        {a.batched / a.batches:>14.1f}")
+    _unless_installed(lines, mark, "add_callback", s, a.remote_callbacks)
     lines.append("")
+    mark = len(lines)
     lines.append("self-pipe wake-ups")
     lines.append(f"  requested        {k.requested:>14,}")
     lines.append(f"  written          {k.written:>14,}")
+    _unless_installed(lines, mark, "wakeup", s, k.requested)
     lines.extend(_gil_report(s))
     d = s.watchdog
     if d.watching or d.beats:
@@ -522,6 +560,17 @@ def _gil_report(s: Snapshot) -> list[str]:
             f"({probe.samples:,} samples)"
         )
     return lines
+def _unless_installed(
+    lines: list[str], title: int, patch: str, s: Snapshot, counted: int
+) -> None:
+    """Mark a section whose patch is off: a patch not installed is not an idle zero."""
+    if patch in s.installed:
+        return
+    if counted:
+        lines[title] += " (not active now; counted while it was)"
+    else:
+        del lines[title + 1 :]
+        lines.append(f"  {patch} is not active in this process: nothing counted")
 
 
 _exit_report_armed = [False]
@@ -531,13 +580,17 @@ def arm_exit_report() -> None:
     """Write the report when the interpreter exits, as ``settings.report`` says then."""
     if not _exit_report_armed[0]:
         _exit_report_armed[0] = True
-        atexit.register(_exit_report)
+        from fastloop import _exit
+
+        _exit.register(_exit_report)
 
 
 def _exit_report() -> None:
     from fastloop.config import settings
 
     target = settings.report
+    if target and target != "stderr":
+        target = target.replace("{pid}", str(os.getpid()))
     try:
         if target == "stderr":
             print(report(), file=sys.stderr)

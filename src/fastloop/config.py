@@ -7,8 +7,10 @@ variable, the bad token and the accepted values.  The caller prints them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 ON = frozenset({"1", "true", "all"})
 OFF = frozenset({"0", "false"})
@@ -155,6 +157,9 @@ def parse_setting(name: str, value: object) -> object:
             return None
         if text.lower() in {"1", "true", "stderr"}:
             return "stderr"
+        why = unwritable(text)
+        if why:
+            raise SettingError(f"1, stderr, or a file path fastloop can write ({why})")
         return text
     if name == "poll_us":
         return _number(value, minimum=0.0, accepted="a number >= 0 (microseconds)")
@@ -183,6 +188,32 @@ def _number(value: object, minimum: float | None, accepted: str) -> float:
     if not low_ok or number == float("inf") or number != number:
         raise SettingError(accepted)
     return number
+def unwritable(path: str) -> str | None:
+    """Why an exit output could not be written to ``path``; None if it can.
+
+    Checked at start-up: learning it at exit, after hours of running, is too
+    late.  ``{pid}`` in the name stands for each process's id.
+    """
+    target = Path(path.replace("{pid}", str(os.getpid())))
+    directory = target.parent
+    if not directory.is_dir():
+        return f"directory {directory} does not exist"
+    if target.is_dir():
+        return f"{target} is a directory"
+    if not os.access(target if target.exists() else directory, os.W_OK):
+        return f"{target if target.exists() else directory} is not writable"
+    return None
+
+
+def profile_problem(environ: Mapping[str, str]) -> Problem | None:
+    """A problem line when ``FASTLOOP_PROFILE`` names a file that cannot be written."""
+    value = environ.get("FASTLOOP_PROFILE")
+    why = unwritable(value) if value else None
+    if value is None or why is None:
+        return None
+    return Problem(
+        "FASTLOOP_PROFILE", value, (value,), f"a file path fastloop can write ({why})"
+    )
 
 
 def settings_from_environ(

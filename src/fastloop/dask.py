@@ -9,9 +9,11 @@
 
 Needs ``distributed`` only when used.  The preload installs every patch
 that applies in that process (scheduler, worker or nanny) and logs what it
-installed; ``cluster_stats`` gathers ``fastloop.stats()`` from the
-scheduler and every worker with ``Client.run_on_scheduler`` / ``Client.run``,
-which reach every process of the cluster without any handler of ours.
+installed on dask's own ``distributed.preloading`` logger, at INFO, which
+dask's default logging configuration shows; ``cluster_stats`` gathers
+``fastloop.stats()`` from the scheduler and every worker with
+``Client.run_on_scheduler`` / ``Client.run``, which reach every process of
+the cluster without any handler of ours.
 """
 
 from __future__ import annotations
@@ -24,14 +26,24 @@ from fastloop._stats import WatchdogStats, WriteStats, stats
 
 T = TypeVar("T", WriteStats, WatchdogStats)
 
-log = logging.getLogger("fastloop")
+#: dask configures the ``distributed`` logger at INFO and shows it by
+#: default; ``fastloop``'s own INFO lines would not appear in dask's logs.
+log = logging.getLogger("distributed.preloading")
 
 
 def dask_setup(server: object) -> None:
     """dask's preload hook: called once in each scheduler or worker process."""
-    active = _registry.install()
+    _registry.install()
+    active = _registry.installed()
+    verdicts = _registry.available()
+    declined = [
+        f"{n} ({why})" for n, why in verdicts.items() if why and n not in active
+    ]
     log.info(
-        "fastloop: preload in %s: patches %s", type(server).__name__, sorted(active)
+        "fastloop: preload in %s: patches %s active%s",
+        type(server).__name__,
+        ", ".join(sorted(active)) or "none",
+        f"; declined: {'; '.join(declined)}" if declined else "",
     )
 
 
@@ -41,7 +53,11 @@ def _snapshot() -> dict[str, Any]:
 
 def _add(total: dict[str, Any], part: dict[str, Any]) -> None:
     for key, value in part.items():
-        if isinstance(value, dict):
+        if key == "installed":  # patch name -> processes it is active in
+            counts = total.setdefault(key, {})
+            for name in value:
+                counts[name] = counts.get(name, 0) + 1
+        elif isinstance(value, dict):
             _add(total.setdefault(key, {}), value)
         elif key.endswith("histogram"):
             merged = dict(map(tuple, total.get(key, [])))
@@ -71,14 +87,18 @@ def _rebuild(kind: type[T], data: dict[str, Any]) -> T:
 def cluster_stats(client: Any) -> dict[str, Any]:
     """``{"scheduler": {...}, "workers": {address: {...}}, "total": {...}}``.
 
-    Each snapshot is ``fastloop.stats().to_dict()`` of that process; the
-    total sums counts and bytes, merges the histograms (its percentiles come
-    from the merged one), and takes the maximum of maxima.
+    Each snapshot is ``fastloop.stats().to_dict()`` of that process, whose
+    ``installed`` lists the patches active there (a process without a patch
+    counts nothing for it: not an idle zero).  The total counts processes,
+    and per patch the processes it is active in; it sums counts and bytes,
+    merges the histograms (its percentiles come from the merged one), and
+    takes the maximum of maxima.
     """
     scheduler = client.run_on_scheduler(_snapshot)
     workers = client.run(_snapshot)
-    total: dict[str, Any] = {}
-    for part in (scheduler, *workers.values()):
+    parts = (scheduler, *workers.values())
+    total: dict[str, Any] = {"processes": len(parts), "installed": {}}
+    for part in parts:
         _add(total, part)
     writes, lags = total["write_to_fd"], total["watchdog"]
     merged_writes = _rebuild(WriteStats, writes)

@@ -15,7 +15,6 @@ sampled profile per thread.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
@@ -27,7 +26,7 @@ from pathlib import Path
 from types import CodeType, FrameType, TracebackType
 from typing import Any
 
-from fastloop import _fork, _loops
+from fastloop import _exit, _fork, _loops, config
 from fastloop._ticker import Ticker, positive_ms
 
 IDLE = "(idle)"
@@ -43,8 +42,8 @@ MAX_DEPTH = 256
 # loop, which the probe callback learns (a callback's caller frame is that
 # one, C frames being invisible).  Under uvloop a callback that is itself a
 # C function (loop.call_soon(time.sleep, 1)) has no frame either, and counts
-# as idle.  fastloop's ``poll`` gate sits between _run_once and the selector
-# when installed: a selector call from the gate is the loop's wait too.
+# as idle.  Where fastloop's ``poll`` patch is on, the selector's ``select``
+# is its gate (fastloop/patches/poll.py), which waits in C: the same wait.
 
 
 def _is_poll_gate(code: CodeType) -> bool:
@@ -61,9 +60,12 @@ def _is_idle(frame: FrameType, in_selector: bool, entry: CodeType | None) -> boo
     if frame.f_code is entry:
         return True
     caller = frame.f_back
-    if caller is not None and _is_poll_gate(caller.f_code):
-        caller = caller.f_back
-    return in_selector and caller is not None and caller.f_code.co_name == "_run_once"
+    in_gate = _is_poll_gate(frame.f_code)
+    return (
+        (in_selector or in_gate)
+        and caller is not None
+        and caller.f_code.co_name == "_run_once"
+    )
 
 
 def _short_path(filename: str) -> str:
@@ -305,15 +307,24 @@ def profile(interval_ms: float = 10.0, loop: Any = None) -> Profile:
 # --- FASTLOOP_PROFILE (fastloop run --profile FILE) ----------------------------
 
 
-def profile_until_exit(target: str, environ: MutableMapping[str, str]) -> Profile:
+def profile_until_exit(
+    target: str, environ: MutableMapping[str, str]
+) -> Profile | None:
     """Profile this process from now on and write ``target`` at exit.
+
+    A target that cannot be written is one line on stderr and no profile
+    (None), at start-up rather than at exit.
 
     Processes this one starts inherit the variable; it is rewritten so that
     they write ``NAME.<pid>.EXT`` beside the file instead of overwriting it.
     A child made by ``os.fork`` starts a profile of its own the same way
-    (the parent's samples stay the parent's).  Written at normal interpreter
-    exit: a process killed by a signal writes nothing.
+    (the parent's samples stay the parent's).  Written at interpreter exit,
+    and on SIGTERM when the application has no handler of its own.
     """
+    problem = config.profile_problem({"FASTLOOP_PROFILE": target})
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return None
     pattern = str(_per_process(Path(target)))
     environ["FASTLOOP_PROFILE"] = pattern
     running = {Path(target.replace("{pid}", str(os.getpid()))): Profile().start()}
@@ -330,7 +341,7 @@ def profile_until_exit(target: str, environ: MutableMapping[str, str]) -> Profil
         running.clear()
         running[Path(pattern.replace("{pid}", str(os.getpid())))] = Profile().start()
 
-    atexit.register(write)
+    _exit.register(write)
     os.register_at_fork(after_in_child=restart_in_child)
     return next(iter(running.values()))
 

@@ -54,12 +54,12 @@ import contextlib
 import ctypes
 import math
 import platform
-import select
 import selectors
 import struct
 import time
 import weakref
 from collections.abc import Callable
+from select import EPOLLIN, EPOLLOUT
 from types import ModuleType
 from typing import Any
 
@@ -196,7 +196,6 @@ def put_gate(loop: Any) -> None:
     fd_to_key = selector._fd_to_key
     buffer = EventBuffer(64)
     epoll_wait = EPOLL_WAIT
-    epollin, epollout = select.EPOLLIN, select.EPOLLOUT
     event_read, event_write = selectors.EVENT_READ, selectors.EVENT_WRITE
     ceil = math.ceil
     now = clock
@@ -212,16 +211,16 @@ def put_gate(loop: Any) -> None:
         ready = []
         for fd, event in fd_event_list:
             events = 0
-            if event & ~epollin:
+            if event & ~EPOLLIN:
                 events |= event_write
-            if event & ~epollout:
+            if event & ~EPOLLOUT:
                 events |= event_read
             key = fd_to_key.get(fd)
             if key:
                 ready.append((key, events & key.events))
         return ready
 
-    def select_(timeout: float | None = None) -> Any:
+    def select(timeout: float | None = None) -> Any:
         nonlocal last_real, next_sample, held, buffer
         if timeout is None or timeout > 0:  # may block: stock, GIL released
             wait = -1 if timeout is None else ceil(timeout * 1e3) * 1e-3
@@ -274,8 +273,7 @@ def put_gate(loop: Any) -> None:
             take_gate_off(owner)
             stock_close(owner)
 
-    select_.__name__ = select_.__qualname__ = "select"
-    selector.select = select_
+    selector.select = select
     selector.close = close
     _gated.add(selector)
 

@@ -1,0 +1,147 @@
+"""The exit outputs (report, profile) survive SIGTERM, as Docker and dask send it.
+
+Real processes: a Tornado app under ``fastloop run``, stopped by SIGTERM,
+must leave its report and profile and still die of SIGTERM; an app with a
+SIGTERM handler of its own keeps it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests_support import require_installed_pth
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(signal, "SIGTERM") or sys.platform == "win32",
+    reason="POSIX signals",
+)
+
+APP = textwrap.dedent(
+    """
+    import signal, sys
+    import tornado.web
+    from tornado.ioloop import IOLoop
+
+    class Hello(tornado.web.RequestHandler):
+        def get(self):
+            self.write("hello")
+
+    if sys.argv[1:] == ["own-handler"]:
+        def stop(signum, frame):
+            print("app handler ran", flush=True)
+            IOLoop.current().add_callback_from_signal(IOLoop.current().stop)
+        signal.signal(signal.SIGTERM, stop)
+
+    app = tornado.web.Application([("/", Hello)])
+    server = app.listen(0, address="127.0.0.1")
+    def ready():
+        print("ready", flush=True)
+    IOLoop.current().add_callback(ready)
+    IOLoop.current().start()
+    print("app returned", flush=True)
+    """
+)
+
+
+def wait_for_line(process: subprocess.Popen[str], line: str) -> None:
+    assert process.stdout is not None
+    for seen in process.stdout:  # ends at EOF if the app dies first
+        if seen.strip() == line:
+            return
+    raise AssertionError(f"the app ended before printing {line!r}")
+
+
+def start(tmp_path: Path, *app_args: str, report: str) -> subprocess.Popen[str]:
+    app = tmp_path / "app.py"
+    app.write_text(APP)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    command = [
+        sys.executable, "-m", "fastloop", "run", "--block-ms", "1000",
+        "--report", report, "--profile", str(tmp_path / "term.collapsed"),
+        "--", sys.executable, str(app), *app_args,
+    ]  # fmt: skip
+    return subprocess.Popen(
+        command,
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def stop(process: subprocess.Popen[str]) -> tuple[str, str]:
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=60)
+    return out, err
+
+
+def test_sigterm_writes_report_and_profile_and_still_dies_of_sigterm(tmp_path):
+    require_installed_pth()
+    report = tmp_path / "report.json"
+    process = start(tmp_path, report=str(report))
+    wait_for_line(process, "ready")
+    time.sleep(0.1)  # a few profiler samples (their count is not asserted)
+    out, err = stop(process)
+    assert process.returncode == -signal.SIGTERM, err
+    assert "app returned" not in out
+    data = json.loads(report.read_text())
+    assert sorted(data["installed"]) == ["add_callback", "poll", "wakeup", "write_to_fd"]
+    assert data["watchdog"]["watching"] is True
+    assert (tmp_path / "term.collapsed").read_text().startswith("thread:MainThread")
+
+
+def test_sigterm_report_on_stderr(tmp_path):
+    require_installed_pth()
+    process = start(tmp_path, report="stderr")
+    wait_for_line(process, "ready")
+    _, err = stop(process)
+    assert process.returncode == -signal.SIGTERM, err
+    assert "fastloop report" in err
+    assert "patches active     add_callback, poll, wakeup, write_to_fd" in err
+
+
+def test_an_application_handler_is_left_in_charge(tmp_path):
+    require_installed_pth()
+    report = tmp_path / "report.json"
+    process = start(tmp_path, "own-handler", report=str(report))
+    wait_for_line(process, "ready")
+    out, err = stop(process)
+    # The app's handler stopped its loop and the app ended normally: outputs
+    # come from the ordinary exit path.
+    assert process.returncode == 0, err
+    assert out.splitlines() == ["app handler ran", "app returned"]
+    assert json.loads(report.read_text())["installed"]
+    assert (tmp_path / "term.collapsed").exists()
+
+
+def test_sigterm_ignored_by_the_parent_stays_ignored(tmp_path):
+    require_installed_pth()
+    report = tmp_path / "report.json"
+    app = tmp_path / "app.py"
+    app.write_text(
+        "import signal\nprint(signal.getsignal(signal.SIGTERM) is signal.SIG_IGN)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    result = subprocess.run(
+        [sys.executable, "-m", "fastloop", "run", "--report", str(report), "--",
+         sys.executable, str(app)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "True\n"
+    assert report.exists()
