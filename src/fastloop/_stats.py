@@ -560,6 +560,8 @@ def _gil_report(s: Snapshot) -> list[str]:
             f"({probe.samples:,} samples)"
         )
     return lines
+
+
 def _unless_installed(
     lines: list[str], title: int, patch: str, s: Snapshot, counted: int
 ) -> None:

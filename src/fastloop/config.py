@@ -188,6 +188,8 @@ def _number(value: object, minimum: float | None, accepted: str) -> float:
     if not low_ok or number == float("inf") or number != number:
         raise SettingError(accepted)
     return number
+
+
 def unwritable(path: str) -> str | None:
     """Why an exit output could not be written to ``path``; None if it can.
 
