@@ -67,6 +67,12 @@ def check(result, workers):
     assert result["total"]["processes"] == len(parts)
     assert result["total"]["installed"] == dict.fromkeys(ALL, len(parts))
     assert all(p["installed"] == ALL for p in parts)
+    # GIL waits merge like the write times: counts add, percentiles recomputed.
+    waits = result["total"]["gil"]["poll"]
+    assert waits["samples"] == sum(p["gil"]["poll"]["samples"] for p in parts)
+    assert waits["samples"] == sum(n for _, n in waits["histogram"])
+    assert waits["p50_ns"] <= waits["p99_ns"] <= waits["max_ns"]
+    assert "advice" in result["total"]["gil"]
 
 
 def test_local_cluster_with_worker_processes_and_the_preload():

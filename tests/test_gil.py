@@ -84,3 +84,40 @@ def test_snapshot_is_json_able_and_resets():
     assert data["probe"]["histogram"]
     fastloop.reset_stats()
     assert fastloop.stats().gil.probe.samples == 0
+
+
+def contended() -> None:
+    for _ in range(20):
+        gil.RECORDER.poll_wait(2_000_000)  # 2 ms at each sampled poll
+
+
+def test_report_advises_a_shorter_switch_interval_under_contention():
+    fastloop.reset_stats()
+    assert "advice" not in fastloop.report()
+    contended()
+    text = fastloop.report()
+    assert "advice: threads wait for the GIL (p90 2.0 ms" in text
+    assert "FASTLOOP=all,switchinterval" in text
+    assert fastloop.stats().to_dict()["gil"]["advice"].startswith("threads wait")
+
+
+def test_no_advice_once_switchinterval_is_installed(monkeypatch):
+    import sys
+
+    monkeypatch.setattr(sys, "getswitchinterval", lambda: 0.005)
+    fastloop.reset_stats()
+    contended()
+    with fastloop.patched(["switchinterval"]):
+        assert "advice" not in fastloop.report()
+        assert fastloop.stats().to_dict()["gil"]["advice"] is None
+
+
+def test_doctor_json_carries_the_gil_section():
+    from fastloop import _doctor
+
+    fastloop.reset_stats()
+    contended()
+    report = _doctor.diagnose({}, loop="asyncio")
+    assert report["gil"]["poll"]["samples"] == 20
+    assert report["gil"]["advice"]
+    assert "threads wait for the GIL" in _doctor.render(report)

@@ -125,6 +125,7 @@ def diagnose(
             "threshold_ms": running.threshold_ms if running else None,
             "block_ms_setting": env.get("FASTLOOP_BLOCK_MS"),
         },
+        "gil": _stats.stats().to_dict()["gil"],
         "patches": verdicts,
         "off_by_design": by_design,
         "requested": wanted,
@@ -160,6 +161,12 @@ def render(report: dict[str, Any]) -> str:
         ),
         f"active now    {', '.join(report['installed_now']) or 'none (this process)'}",
         f"watchdog      {_watchdog_line(report['watchdog'])}",
+        "gil           "
+        + (
+            report["gil"]["advice"]
+            or "no contention measured in this process (an application's "
+            "report() says it for its own threads)"
+        ),
         "patches",
     ]
     for name, why in report["patches"].items():

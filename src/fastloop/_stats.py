@@ -372,8 +372,10 @@ class Snapshot:
             entry = data["gil"][source]
             entry["histogram"] = [list(pair) for pair in waits.histogram]
             entry["p50_ns"] = waits.p50_ns
+            entry["p90_ns"] = waits.p90_ns
             entry["p99_ns"] = waits.p99_ns
             entry["fraction"] = waits.fraction
+        data["gil"]["advice"] = gil.advice(self.gil, "switchinterval" in self.installed)
         return data
 
 
@@ -559,6 +561,9 @@ def _gil_report(s: Snapshot) -> list[str]:
             f"p99 <= {_ms(probe.p99_ns)}, max {_ms(probe.max_ns)} "
             f"({probe.samples:,} samples)"
         )
+    hint = gil.advice(s.gil, "switchinterval" in s.installed)
+    if hint:
+        lines.append(f"  advice: {hint}")
     return lines
 
 

@@ -23,8 +23,9 @@ from typing import Any, TypeVar
 
 from fastloop import _registry
 from fastloop._stats import WatchdogStats, WriteStats, stats
+from fastloop.gil import GilStats, GilWaits, advice
 
-T = TypeVar("T", WriteStats, WatchdogStats)
+T = TypeVar("T", WriteStats, WatchdogStats, GilWaits)
 
 #: dask configures the ``distributed`` logger at INFO and shows it by
 #: default; ``fastloop``'s own INFO lines would not appear in dask's logs.
@@ -64,8 +65,11 @@ def _add(total: dict[str, Any], part: dict[str, Any]) -> None:
             for upper, count in value:
                 merged[upper] = merged.get(upper, 0) + count
             total[key] = sorted([upper, count] for upper, count in merged.items())
-        elif key.startswith(("p50_", "p90_", "p99_", "lag_p")):
-            continue  # recomputed from the merged histogram
+        elif key.startswith(("p50_", "p90_", "p99_", "lag_p")) or key in (
+            "fraction",
+            "advice",
+        ):
+            continue  # recomputed from the merged counts
         elif isinstance(value, bool):
             total[key] = total.get(key, False) or value
         elif key.startswith("max_"):
@@ -106,4 +110,18 @@ def cluster_stats(client: Any) -> dict[str, Any]:
     for name, fraction in (("p50_ns", 0.50), ("p90_ns", 0.90), ("p99_ns", 0.99)):
         writes[name] = merged_writes.percentile_ns(fraction)
         lags[f"lag_{name}"] = merged_lags.lag_percentile_ns(fraction)
+    waits = {}
+    for source in ("poll", "probe"):
+        data = total["gil"][source]
+        waits[source] = merged = _rebuild(GilWaits, data)
+        data.update(
+            p50_ns=merged.p50_ns,
+            p90_ns=merged.p90_ns,
+            p99_ns=merged.p99_ns,
+            fraction=merged.fraction,
+        )
+    everywhere = total["installed"].get("switchinterval", 0) == len(parts)
+    total["gil"]["advice"] = advice(
+        GilStats(total["gil"]["probing"], waits["poll"], waits["probe"]), everywhere
+    )
     return {"scheduler": scheduler, "workers": dict(workers), "total": total}

@@ -116,6 +116,10 @@ class GilWaits:
         return self.percentile_ns(0.50)
 
     @property
+    def p90_ns(self) -> int:
+        return self.percentile_ns(0.90)
+
+    @property
     def p99_ns(self) -> int:
         return self.percentile_ns(0.99)
 
@@ -138,6 +142,31 @@ class GilStats:
 
 
 RECORDER = GilRecorder()
+
+#: A loop that waits this long for the GIL at one in ten sampled polls (or a
+#: probe that waits this long at one wake-up in ten) is contended.
+CONTENDED_P90_NS = 1_000_000
+#: ... or a probe that waits this share of the time.
+CONTENDED_FRACTION = 0.05
+
+
+def advice(stats: GilStats, switchinterval_active: bool) -> str | None:
+    """What to do about a contended GIL, if the waits show one."""
+    if switchinterval_active:
+        return None
+    poll, probe = stats.poll, stats.probe
+    if poll.samples >= 10 and poll.p90_ns >= CONTENDED_P90_NS:
+        seen = f"p90 {poll.p90_ns / 1e6:.1f} ms at sampled polls of the loop"
+    elif probe.samples >= 10 and (
+        probe.p90_ns >= CONTENDED_P90_NS or probe.fraction >= CONTENDED_FRACTION
+    ):
+        seen = f"{probe.fraction:.0%} of the time, p90 {probe.p90_ns / 1e6:.1f} ms"
+    else:
+        return None
+    return (
+        f"threads wait for the GIL ({seen}): FASTLOOP=all,switchinterval "
+        "bounds each wait by a shorter switch interval (README, 'The GIL')"
+    )
 
 
 class Probe:
