@@ -1,13 +1,16 @@
 """Whole application: a Tornado HTTP server under wrk load, with and without FASTLOOP.
 
-    python bench/http_app.py [--rounds N] [--seconds S] [--json bench/results/http.json]
+    python bench/http_app.py [--scenario idle|busy] [--rounds N] [--seconds S] [--json PATH]
 
 Needs wrk (Debian: apt-get install wrk).  Each round starts the server as a
-fresh subprocess twice, once with FASTLOOP unset and once with FASTLOOP=1
-(the order alternates), drives it from a separate wrk process over
-loopback, and records requests per second, p99 latency, and the server's
-CPU time per 1,000 requests.  Ratios are patched/stock of time per request,
-p99, and CPU per request (lower is better), median of paired rounds.
+fresh subprocess once per arm, in an order that rotates from round to round
+(FASTLOOP unset, FASTLOOP=1, FASTLOOP=all,switchinterval), drives it from a
+separate wrk process over loopback, and records requests per second, p99
+latency, and the server's CPU time per 1,000 requests.  ``busy``: the
+server process also runs a thread that computes in pure Python the whole
+time (a background job, a metrics thread gone wild).  Ratios are
+patched/stock of time per request, p99, and CPU per request (lower is
+better), median of paired rounds.
 """
 
 from __future__ import annotations
@@ -39,6 +42,13 @@ class Cpu(tornado.web.RequestHandler):
     def get(self):
         self.write({"cpu": time.process_time()})
 
+if sys.argv[1:] == ["busy"]:
+    import threading
+    def spin():
+        while True:
+            pass
+    threading.Thread(target=spin, daemon=True).start()
+
 sock = socket.socket()
 sock.bind(("127.0.0.1", 0))
 sock.listen(1024)
@@ -60,12 +70,22 @@ def _ms(text: str) -> float:
     return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
 
 
-def one_run(patched: bool, seconds: float) -> dict[str, float]:
+ARMS = {
+    "stock": None,
+    "FASTLOOP=1": "1",
+    "FASTLOOP=all,switchinterval": "all,switchinterval",
+}
+
+
+def one_run(fastloop: str | None, seconds: float, scenario: str) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
-    if patched:
-        env["FASTLOOP"] = "1"
+    if fastloop is not None:
+        env["FASTLOOP"] = fastloop
     server = subprocess.Popen(
-        [sys.executable, "-c", SERVER], env=env, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", SERVER, scenario],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         port = int(server.stdout.readline())  # type: ignore[union-attr]
@@ -92,6 +112,7 @@ def one_run(patched: bool, seconds: float) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", choices=("idle", "busy"), default="idle")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seconds", type=int, default=4)
     parser.add_argument("--json", type=Path)
@@ -99,43 +120,47 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("wrk") is None:
         print("bench/http_app.py needs wrk: apt-get install wrk", file=sys.stderr)
         return 2
-    runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
+    arms = list(ARMS)
+    runs: dict[str, list[dict[str, float]]] = {arm: [] for arm in arms}
     for index in range(args.rounds):
-        for patched in (False, True) if index % 2 == 0 else (True, False):
-            runs[patched].append(one_run(patched, args.seconds))
+        shift = index % len(arms)
+        for arm in arms[shift:] + arms[:shift]:
+            runs[arm].append(one_run(ARMS[arm], args.seconds, args.scenario))
         print(f"round {index + 1}/{args.rounds}", file=sys.stderr, flush=True)
-    stock, fast = runs[False], runs[True]
-    results = {
-        "time per request": ab.paired(
-            [1 / r["rps"] for r in stock],
-            [1 / r["rps"] for r in fast],
-            name="time per request",
-        ),
-        "p99 latency": ab.paired(
-            [r["p99_ms"] for r in stock],
-            [r["p99_ms"] for r in fast],
-            name="p99 latency",
-        ),
-        "server CPU per request": ab.paired(
-            [r["cpu_s_per_1k"] for r in stock],
-            [r["cpu_s_per_1k"] for r in fast],
-            name="server CPU per request",
-        ),
-    }
-    for result in results.values():
+    stock = runs["stock"]
+    measures = (
+        ("time per request", lambda r: 1 / r["rps"]),
+        ("p99 latency", lambda r: r["p99_ms"]),
+        ("server CPU per request", lambda r: r["cpu_s_per_1k"]),
+    )
+    results = [
+        ab.paired(
+            [value(r) for r in stock],
+            [value(r) for r in runs[arm]],
+            name=label,
+            b_label=arm,
+        )
+        for arm in arms[1:]
+        for label, value in measures
+    ]
+    for result in results:
         print(result)
     median = {
-        side: {key: sorted(r[key] for r in rows)[len(rows) // 2] for key in rows[0]}
-        for side, rows in (("stock", stock), ("patched", fast))
+        arm: {key: sorted(r[key] for r in rows)[len(rows) // 2] for key in rows[0]}
+        for arm, rows in runs.items()
     }
     print(f"medians: {median}")
     if args.json:
+        load = f"wrk -t1 -c16 -d{int(args.seconds)}s, 2 KiB responses"
+        if args.scenario == "busy":
+            load += ", a pure-Python thread in the server"
         _results.save(
             args.json,
             "http_app",
-            load=f"wrk -t1 -c16 -d{int(args.seconds)}s, 2 KiB responses",
+            scenario=args.scenario,
+            load=load,
             medians=median,
-            results=[r.to_dict() for r in results.values()],
+            results=[r.to_dict() for r in results],
         )
     return 0
 
