@@ -12,6 +12,10 @@ that applies in that process (scheduler, worker or nanny) and logs what it
 installed; ``cluster_stats`` gathers ``fastloop.stats()`` from the
 scheduler and every worker with ``Client.run_on_scheduler`` / ``Client.run``,
 which reach every process of the cluster without any handler of ours.
+
+With ``prometheus_client`` installed the preload also registers
+``fastloop.prometheus`` on the global registry, the one distributed's own
+``/metrics`` endpoints serve: Prometheus sees fastloop with no new port.
 """
 
 from __future__ import annotations
@@ -33,6 +37,17 @@ def dask_setup(server: object) -> None:
     log.info(
         "fastloop: preload in %s: patches %s", type(server).__name__, sorted(active)
     )
+    _export_metrics()
+
+
+def _export_metrics() -> None:
+    """Add fastloop's metrics to the registry distributed's ``/metrics`` serves."""
+    from fastloop import prometheus
+
+    try:
+        prometheus.register()
+    except ImportError as exc:  # distributed serves no /metrics without it either
+        log.info("fastloop: no Prometheus metrics: %s", exc)
 
 
 def _snapshot() -> dict[str, Any]:
