@@ -39,8 +39,8 @@ def scattered():
 
 
 @pytest.fixture
-def workloads(pytester):
-    pytester.makepyfile(workloads=WORKLOADS)
+def ab_workloads(pytester):
+    pytester.makepyfile(ab_workloads=WORKLOADS)
 
 
 def test_option_installs_for_the_session_exports_and_restores(pytester, monkeypatch):
@@ -166,11 +166,11 @@ def summary_row(result, test_id):
     return row.split()
 
 
-@pytest.mark.usefixtures("workloads")
+@pytest.mark.usefixtures("ab_workloads")
 def test_fixture_records_prints_and_writes_json(pytester, tmp_path):
     pytester.makepyfile(
-        test_ab="""
-        from workloads import half, scattered
+        test_recorded="""
+        from ab_workloads import half, scattered
 
         def test_half(fastloop_ab):
             result = fastloop_ab(half, rounds=9)
@@ -187,28 +187,34 @@ def test_fixture_records_prints_and_writes_json(pytester, tmp_path):
     result = pytester.runpytest("-rP", "--fastloop-ab-json", str(path))
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
-        ["*test_ab.py::test_half: patched/stock = 0.500 [[]0.500, 0.500[]] over 9*"]
+        [
+            "*test_recorded.py::test_half: patched/stock = 0.500 "
+            "[[]0.500, 0.500[]] over 9 rounds"
+        ]
     )
-    assert summary_row(result, "test_ab.py::test_half") == [
-        "test_ab.py::test_half",
+    assert summary_row(result, "test_recorded.py::test_half") == [
+        "test_recorded.py::test_half",
         "0.500",
         "[0.500,",
         "0.500]",
         "9",
     ]
-    assert summary_row(result, "test_ab.py::test_scattered")[-2:] == ["20", "noisy"]
+    assert summary_row(result, "test_recorded.py::test_scattered")[-2:] == [
+        "20",
+        "noisy",
+    ]
     results = json.loads(path.read_text())["results"]
     assert [(r["name"], r["ratio"], r["rounds"], r["noisy"]) for r in results] == [
-        ("test_ab.py::test_half", 0.5, 9, False),
-        ("test_ab.py::test_scattered", pytest.approx(1.0, abs=0.3), 20, True),
+        ("test_recorded.py::test_half", 0.5, 9, False),
+        ("test_recorded.py::test_scattered", pytest.approx(1.0, abs=0.3), 20, True),
     ]
 
 
-@pytest.mark.usefixtures("workloads")
+@pytest.mark.usefixtures("ab_workloads")
 def test_a_slower_ratio_fails_its_test_with_the_interval(pytester):
     pytester.makepyfile(
         test_slow="""
-        from workloads import slower
+        from ab_workloads import slower
 
         def test_slower(fastloop_ab):
             fastloop_ab(slower, rounds=7).assert_not_slower(0.1)
@@ -225,7 +231,6 @@ def test_a_slower_ratio_fails_its_test_with_the_interval(pytester):
     )
 
 
-@pytest.mark.usefixtures("workloads")
 def test_the_patches_chosen_by_the_option_are_the_fixture_default(pytester):
     pytester.makepyfile(
         test_choice="""
@@ -240,12 +245,12 @@ def test_the_patches_chosen_by_the_option_are_the_fixture_default(pytester):
     pytester.runpytest("--fastloop=wakeup").assert_outcomes(passed=1)
 
 
-@pytest.mark.usefixtures("workloads")
+@pytest.mark.usefixtures("ab_workloads")
 def test_ab_tests_are_marked_so_a_quick_run_deselects_them(pytester):
     pytester.makepyfile(
         test_marks="""
         import pytest
-        from workloads import half
+        from ab_workloads import half
 
         def test_ab(fastloop_ab):
             fastloop_ab(half, rounds=6)
