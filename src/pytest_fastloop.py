@@ -43,7 +43,7 @@ class _Session:
 
 
 _SESSION: pytest.StashKey[_Session] = pytest.StashKey()
-_RESULTS: pytest.StashKey[list[Result]] = pytest.StashKey()
+_RESULTS: pytest.StashKey[list[tuple[str, Result]]] = pytest.StashKey()  # test id
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -166,7 +166,9 @@ class ABRunner:
             name=name or self._request.node.nodeid,
             max_rounds=MAX_ROUNDS_FACTOR * rounds if max_rounds is None else max_rounds,
         )
-        config.stash.setdefault(_RESULTS, []).append(result)
+        config.stash.setdefault(_RESULTS, []).append(
+            (self._request.node.nodeid, result)
+        )
         print(result)
         return result
 
@@ -177,7 +179,7 @@ def fastloop_ab(request: pytest.FixtureRequest) -> ABRunner:
     return ABRunner(request)
 
 
-def summary_lines(results: Iterable[Result]) -> list[str]:
+def summary_lines(results: Iterable[tuple[str, Result]]) -> list[str]:
     """The terminal summary table, one row per A/B run."""
     rows = [("workload", "patched/stock", "95% interval", "rounds", "noisy")]
     rows += [
@@ -188,7 +190,7 @@ def summary_lines(results: Iterable[Result]) -> list[str]:
             str(len(r.ratios)),
             "noisy" if r.noisy else "",
         )
-        for r in results
+        for _, r in results
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return [
@@ -217,5 +219,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if path:
         results = session.config.stash.get(_RESULTS, [])
         with open(path, "w", encoding="utf-8") as handle:
-            json.dump({"results": [r.to_dict() for r in results]}, handle, indent=1)
+            rows = [{"test": test, **r.to_dict()} for test, r in results]
+            json.dump({"results": rows}, handle, indent=1)
             handle.write("\n")

@@ -178,7 +178,7 @@ def test_fixture_records_prints_and_writes_json(pytester, tmp_path):
             result.assert_faster()
 
         def test_scattered(fastloop_ab):
-            result = fastloop_ab(scattered, rounds=8, max_rounds=20)
+            result = fastloop_ab(scattered, 8, max_rounds=20, name="scattered")
             assert len(result.ratios) == 20 and result.noisy
             result.assert_not_slower()  # the interval holds 1: a noisy pass
         """
@@ -199,15 +199,16 @@ def test_fixture_records_prints_and_writes_json(pytester, tmp_path):
         "0.500]",
         "9",
     ]
-    assert summary_row(result, "test_recorded.py::test_scattered")[-2:] == [
+    assert summary_row(result, "scattered")[-2:] == [
         "20",
         "noisy",
     ]
     results = json.loads(path.read_text())["results"]
     assert [(r["name"], r["ratio"], r["rounds"], r["noisy"]) for r in results] == [
         ("test_recorded.py::test_half", 0.5, 9, False),
-        ("test_recorded.py::test_scattered", pytest.approx(1.0, abs=0.3), 20, True),
+        ("scattered", pytest.approx(1.0, abs=0.3), 20, True),
     ]
+    assert results[1]["test"] == "test_recorded.py::test_scattered"
 
 
 @pytest.mark.usefixtures("ab_workloads")
