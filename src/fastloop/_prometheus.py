@@ -44,7 +44,7 @@ class Counter:
     scale: float = 1.0
 
     def reads(self) -> tuple[str, ...]:
-        """The section's keys this metric exports (every spec has one)."""
+        """The section keys it exports (each spec class has this method)."""
         return (self.key,)
 
     def family(self, data: Mapping[str, Any]) -> Metric:
