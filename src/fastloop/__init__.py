@@ -6,6 +6,10 @@ fastloop.install()        # all default patches, now or when Tornado is imported
 print(fastloop.report())  # what they did
 fastloop.watch(threshold_ms=100)         # log where a blocked loop is stuck
 with fastloop.profile() as p: ...        # sample the loop threads
+
+PYTEST_DONT_REWRITE: pytest rewrites the asserts of every package that ships
+a pytest plugin, and warns when one was imported first, as the .pth does
+under FASTLOOP=1 (fastloop has no assert to rewrite).
 """
 
 from fastloop import patches as _patches  # noqa: F401  (registers the patch records)

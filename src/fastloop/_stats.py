@@ -259,7 +259,7 @@ class WatchdogRecorder:
     def reset(self) -> None:
         with self._lock:
             self.beats = self.episodes = 0
-            self.blocked_ns = self.max_blocked_ns = self.max_lag_ns = 0
+            self.blocked_ns = self.max_blocked_ns = self.max_lag_ns = self.lag_ns = 0
             self.histogram = [0] * BUCKETS
 
     def lag(self, lag_ns: int) -> None:
@@ -267,6 +267,7 @@ class WatchdogRecorder:
         with self._lock:
             self.beats += 1
             self.histogram[lag_ns.bit_length()] += 1
+            self.lag_ns += lag_ns
             self.max_lag_ns = max(self.max_lag_ns, lag_ns)
 
     def episode(self, blocked_ns: int) -> None:
@@ -294,6 +295,7 @@ class WatchdogRecorder:
                 beats=self.beats,
                 max_lag_ns=self.max_lag_ns,
                 lag_histogram=_buckets(self.histogram),
+                lag_ns=self.lag_ns,
             )
 
 
@@ -317,6 +319,8 @@ class WatchdogStats:
     max_lag_ns: int
     lag_histogram: tuple[tuple[int, int], ...] = field(default=())
     """(upper bound in ns, heartbeats) per non-empty log2 bucket of lag."""
+    lag_ns: int = 0
+    """Total lag of those heartbeats (the sum of a Prometheus histogram)."""
 
     def lag_percentile_ns(self, fraction: float) -> int:
         return _percentile(self.lag_histogram, self.beats, self.max_lag_ns, fraction)

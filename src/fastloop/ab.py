@@ -75,6 +75,35 @@ class Result:
             )
             raise AssertionError(f"{which} {value:.3f} is not below {limit}: {self}")
 
+    def assert_faster(self) -> None:
+        """Pass only when the whole 95% interval is below 1: B is faster than A
+        with 95% confidence, not merely on the median of this run."""
+        if not self.high < 1.0:
+            raise AssertionError(
+                f"{self.b_label} not shown faster than {self.a_label}: the 95% "
+                f"interval reaches {self.high:.3f} >= 1{self._noise_note()}: {self}"
+            )
+
+    def assert_not_slower(self, tolerance: float = 0.0) -> None:
+        """Fail only when the whole 95% interval is above ``1 + tolerance``: B
+        is slower than that with 95% confidence.  A wide interval passes."""
+        if tolerance < 0:
+            raise ValueError("tolerance must be >= 0")
+        if self.low > 1.0 + tolerance:
+            raise AssertionError(
+                f"{self.b_label} slower than {self.a_label}: the whole 95% interval "
+                f"is above {1.0 + tolerance:.3f}: {self}"
+            )
+
+    def _noise_note(self) -> str:
+        if not self.noisy:
+            return ""
+        return (
+            f" (noisy: the interval is wider than {NOISY_WIDTH:.0%} of the median "
+            f"after {len(self.ratios)} rounds, too wide to tell; rerun with more "
+            "rounds or on a quieter machine)"
+        )
+
     def to_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
@@ -132,12 +161,15 @@ def interleave(
     warmup: int = 1,
     budget_s: float | None = None,
     progress: Callable[[int, int], None] | None = None,
+    start: int = 0,
 ) -> dict[str, list[float]]:
     """Run every arm once per round, rotating which goes first; per-arm times.
 
     With two arms the order alternates A B, B A, ...; with k arms round i
     starts at arm i mod k.  ``budget_s`` stops early (after at least 6
     rounds, the fewest that give a 95% interval) once that much time passed.
+    ``start`` is the index of the first round, so that a run continued with
+    more rounds keeps alternating.
     """
     if rounds < 1:
         raise ValueError("rounds must be >= 1")
@@ -148,7 +180,7 @@ def interleave(
     times: dict[str, list[float]] = {name: [] for name in names}
     started = time.perf_counter()
     for index in range(rounds):
-        shift = index % len(names)
+        shift = (start + index) % len(names)
         for name in names[shift:] + names[:shift]:
             times[name].append(arms[name]())
         if progress is not None:
@@ -185,12 +217,28 @@ def compare(
     a_label: str = "stock",
     b_label: str = "patched",
     budget_s: float | None = None,
+    max_rounds: int | None = None,
 ) -> Result:
-    """Run ``a`` and ``b`` interleaved (A B, B A, ...) and pair their rounds."""
-    times = interleave(
-        {"a": a, "b": b}, rounds=rounds, warmup=warmup, budget_s=budget_s
-    )
-    return paired(times["a"], times["b"], name=name, a_label=a_label, b_label=b_label)
+    """Run ``a`` and ``b`` interleaved (A B, B A, ...) and pair their rounds.
+
+    With ``max_rounds`` the run is adaptive: while the result is noisy (its
+    interval wider than ``NOISY_WIDTH`` of the median) it runs up to
+    ``rounds`` more, still alternating, until the interval narrows or
+    ``max_rounds`` rounds have run.
+    """
+    arms = {"a": a, "b": b}
+    times = interleave(arms, rounds=rounds, warmup=warmup, budget_s=budget_s)
+    result = paired(times["a"], times["b"], name=name, a_label=a_label, b_label=b_label)
+    cap = max_rounds or 0
+    while result.noisy and len(result.ratios) < cap:
+        done = len(result.ratios)
+        more = interleave(arms, rounds=min(rounds, cap - done), warmup=0, start=done)
+        times["a"] += more["a"]
+        times["b"] += more["b"]
+        result = paired(
+            times["a"], times["b"], name=name, a_label=a_label, b_label=b_label
+        )
+    return result
 
 
 @contextlib.contextmanager
@@ -212,8 +260,12 @@ def patched_vs_stock(
     rounds: int = 21,
     warmup: int = 1,
     name: str = "workload",
+    max_rounds: int | None = None,
 ) -> Result:
-    """A/B one in-process workload: stock Tornado against ``patches`` installed."""
+    """A/B one in-process workload: stock Tornado against ``patches`` installed.
+
+    ``max_rounds`` makes it adaptive, as in ``compare``.
+    """
     chosen = None if patches is None else list(patches)
 
     def stock_round() -> float:
@@ -224,4 +276,11 @@ def patched_vs_stock(
         with _registry.patched(chosen):
             return workload()
 
-    return compare(stock_round, patched_round, rounds=rounds, warmup=warmup, name=name)
+    return compare(
+        stock_round,
+        patched_round,
+        rounds=rounds,
+        warmup=warmup,
+        name=name,
+        max_rounds=max_rounds,
+    )

@@ -14,6 +14,10 @@ dask's default logging configuration shows; ``cluster_stats`` gathers
 ``fastloop.stats()`` from the scheduler and every worker with
 ``Client.run_on_scheduler`` / ``Client.run``, which reach every process of
 the cluster without any handler of ours.
+
+With ``prometheus_client`` installed the preload also registers
+``fastloop.prometheus`` on the global registry, the one distributed's own
+``/metrics`` endpoints serve: Prometheus sees fastloop with no new port.
 """
 
 from __future__ import annotations
@@ -46,6 +50,17 @@ def dask_setup(server: object) -> None:
         ", ".join(sorted(active)) or "none",
         f"; declined: {'; '.join(declined)}" if declined else "",
     )
+    _export_metrics()
+
+
+def _export_metrics() -> None:
+    """Add fastloop's metrics to the registry distributed's ``/metrics`` serves."""
+    from fastloop import prometheus
+
+    try:
+        prometheus.register()
+    except ImportError as exc:  # distributed serves no /metrics without it either
+        log.info("fastloop: no Prometheus metrics: %s", exc)
 
 
 def _snapshot() -> dict[str, Any]:
