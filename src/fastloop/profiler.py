@@ -322,7 +322,7 @@ def profile_until_exit(target: str, environ: MutableMapping[str, str]) -> Profil
         running[Path(pattern.replace("{pid}", str(os.getpid())))] = Profile().start()
 
     atexit.register(write)
-    os.register_at_fork(after_in_child=restart_in_child)
+    _fork.in_child(restart_in_child)
     return next(iter(running.values()))
 
 
