@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -317,10 +318,77 @@ def test_streams_do_not_grow_anything_global():
     with fastloop.patched(PATCH):
         for _ in range(3):
             transfer([b"a" * 10])
-        accumulators = len(_stats._accumulators)
+        gc.collect()
+        live = len(_stats._live)
         for _ in range(20):
             transfer([b"a" * 10])
-        assert len(_stats._accumulators) == accumulators
+        gc.collect()
+        fastloop.stats()  # folds what the collector handed over
+        assert len(_stats._live) == live
+
+
+def test_a_collected_stream_is_folded_into_the_totals_exactly():
+    async def main():
+        mine, peer = socket.socketpair()
+        stream = IOStream(mine)
+        await stream.write(b"f" * 1000)
+        stream.close()
+        peer.close()
+        return fastloop.stream_stats(stream)
+
+    with fastloop.patched(PATCH):
+        fastloop.reset_stats()
+        counters = asyncio.run(main())
+        gc.collect()
+        totals = fastloop.stats().write_to_fd
+    assert counters.bytes_written == totals.bytes_written == 1000
+    assert totals.calls == counters.calls >= 1
+    assert totals.max_ns == counters.max_ns > 0
+
+
+def test_live_streams_of_other_threads_count_and_reset_starts_from_zero():
+    wrote, stop = threading.Event(), threading.Event()
+    streams = []
+
+    def writer():
+        async def main():
+            mine, peer = socket.socketpair()
+            stream = IOStream(mine)
+            streams.append(stream)  # alive while the main thread looks
+            await stream.write(b"w" * 500)
+            wrote.set()
+            while not stop.is_set():
+                await asyncio.sleep(0.01)
+            await stream.write(b"w" * 70)
+            stream.close()
+            peer.close()
+
+        asyncio.run(main())
+
+    with fastloop.patched(PATCH):
+        fastloop.reset_stats()
+        thread = threading.Thread(target=writer)
+        thread.start()
+        assert wrote.wait(60)
+        before = fastloop.stats().write_to_fd
+        first = fastloop.stream_stats(streams[0])
+        fastloop.reset_stats()
+        after_reset = fastloop.stats().write_to_fd
+        stop.set()
+        thread.join()
+        after = fastloop.stats().write_to_fd
+        lifetime = fastloop.stream_stats(streams[0])
+    assert before.bytes_written == first.bytes_written == 500
+    assert before.calls == first.calls >= 1
+    assert (after_reset.calls, after_reset.bytes_written, after_reset.max_ns) == (
+        0,
+        0,
+        0,
+    )
+    assert after.bytes_written == 70
+    assert after.calls == lifetime.calls - first.calls
+    assert lifetime.bytes_written == 570  # a stream's own counters never reset
+    assert lifetime.max_ns >= first.max_ns
 
 
 def test_totals_from_several_loops_in_several_threads_add_up():

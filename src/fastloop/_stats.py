@@ -4,9 +4,9 @@ Counters are bumped from any thread: by producers of cross-thread callbacks
 and by every loop thread.  ``itertools.count.__next__`` is one C call, so an
 increment is atomic under the GIL and costs ~25 ns, with no lock; the rare
 bulk additions (one per cross-thread batch) take a lock.  ``write_to_fd``
-timings go to a per-thread accumulator (every stream is written by its
-loop's thread only, so each accumulator has a single writer) that
-snapshots sum.
+counts go to counters on each stream (written by its loop's thread only),
+folded into process totals when the stream is collected: snapshots sum the
+folded totals and the live streams.
 ``reset_stats()`` records a baseline instead of swapping objects, so patched
 code can bind counters once.
 """
@@ -14,13 +14,16 @@ code can bind counters once.
 from __future__ import annotations
 
 import atexit
+import collections
 import itertools
 import json
-import os
 import sys
 import threading
+import weakref
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from fastloop import _fork
 
 #: log2 buckets of nanoseconds: bucket i holds durations d with
 #: d.bit_length() == i, i.e. 2**(i-1) <= d < 2**i (bucket 0: d == 0).
@@ -68,10 +71,15 @@ _COUNTERS = {
 }
 
 
-class WriteAccumulator:
-    """One thread's ``write_to_fd`` totals; only that thread writes to it.
+class StreamCounters:
+    """One stream's ``write_to_fd`` counters, carried by the stream itself.
 
-    Calls are counted by the histogram alone (one update fewer per write).
+    Only the stream's loop thread writes them, so they need no lock.  Calls
+    are counted by the histogram alone, and bytes offered as written plus
+    unwritten: one update fewer per full write.  ``max_ns`` is the maximum
+    since the last ``reset_stats()``, ``max_before`` the stream's maximum
+    until then.  Process totals are the live streams' counters plus those
+    folded in when their stream was collected.
     """
 
     __slots__ = (
@@ -79,26 +87,33 @@ class WriteAccumulator:
         "cpu_ns",
         "errors",
         "histogram",
+        "max_before",
         "max_ns",
-        "offered",
+        "unwritten",
         "wall_ns",
         "would_block",
         "written",
     )
 
     def __init__(self) -> None:
-        self.offered = self.written = 0
+        self.written = self.unwritten = 0
         self.would_block = self.errors = 0
-        self.wall_ns = self.max_ns = 0
+        self.wall_ns = self.max_ns = self.max_before = 0
         self.cpu_ns = self.cpu_calls = 0
         self.histogram = [0] * BUCKETS
 
+    @property
+    def calls(self) -> int:
+        return sum(self.histogram)
+
     def totals(self) -> list[int]:
+        """The layout ``stats()`` sums: calls, offered, written, ..., histogram."""
         histogram = list(self.histogram)
+        written = self.written
         return [
             sum(histogram),
-            self.offered,
-            self.written,
+            written + self.unwritten,
+            written,
             self.would_block,
             self.errors,
             self.wall_ns,
@@ -107,46 +122,50 @@ class WriteAccumulator:
             *histogram,
         ]
 
-
-_local = threading.local()
-_accumulators: list[WriteAccumulator] = []
-_accumulators_lock = threading.Lock()
-
-
-def write_accumulator() -> WriteAccumulator:
-    """This thread's accumulator (created on its first write)."""
-    try:
-        return _local.writes  # type: ignore[no-any-return]
-    except AttributeError:
-        accumulator = _local.writes = WriteAccumulator()
-        with _accumulators_lock:
-            _accumulators.append(accumulator)
-        return accumulator
+    def fold(self, other: StreamCounters) -> None:
+        """Add a collected stream's counters to these (the process's folded totals)."""
+        self.written += other.written
+        self.unwritten += other.unwritten
+        self.would_block += other.would_block
+        self.errors += other.errors
+        self.wall_ns += other.wall_ns
+        self.cpu_ns += other.cpu_ns
+        self.cpu_calls += other.cpu_calls
+        self.max_ns = max(self.max_ns, other.max_ns)
+        for index, count in enumerate(other.histogram):
+            self.histogram[index] += count
 
 
-class StreamCounters:
-    """One stream's counters, carried by the stream, so nothing global grows per stream.
+#: Counters of the streams still alive, and of those collected since.
+_live: set[StreamCounters] = set()
+_folded = StreamCounters()
+#: A collected stream's counters wait here (a deque append needs no lock,
+#: and the garbage collector may run a finalizer inside ``stats()``).
+_collected: collections.deque[StreamCounters] = collections.deque()
+_writes_lock = threading.Lock()
 
-    ``totals`` is the accumulator of the thread that made it: a stream is
-    written by its IOLoop's thread, so caching it here saves a thread-local
-    lookup on every write.
-    """
 
-    __slots__ = (
-        "calls",
-        "errors",
-        "max_ns",
-        "offered",
-        "totals",
-        "wall_ns",
-        "would_block",
-        "written",
-    )
+def _reset_lock_after_fork() -> None:
+    global _writes_lock
+    _writes_lock = threading.Lock()
 
-    def __init__(self) -> None:
-        self.calls = self.offered = self.written = 0
-        self.would_block = self.errors = self.wall_ns = self.max_ns = 0
-        self.totals = write_accumulator()
+
+def _drain_collected() -> None:
+    """Fold the counters of collected streams; the caller holds ``_writes_lock``."""
+    while _collected:
+        counters = _collected.popleft()
+        _live.discard(counters)
+        _folded.fold(counters)
+
+
+def track_stream(stream: object) -> StreamCounters:
+    """New counters for ``stream``, counted live until the stream is collected."""
+    counters = StreamCounters()
+    with _writes_lock:
+        _drain_collected()
+        _live.add(counters)
+    weakref.finalize(stream, _collected.append, counters).atexit = False
+    return counters
 
 
 @dataclass(frozen=True)
@@ -169,12 +188,12 @@ def stream_stats(stream: object) -> StreamStats:
         return StreamStats()
     return StreamStats(
         calls=counters.calls,
-        bytes_offered=counters.offered,
+        bytes_offered=counters.written + counters.unwritten,
         bytes_written=counters.written,
         would_block=counters.would_block,
         errors=counters.errors,
         total_ns=counters.wall_ns,
-        max_ns=counters.max_ns,
+        max_ns=max(counters.max_ns, counters.max_before),
     )
 
 
@@ -310,7 +329,8 @@ class WatchdogRecorder:
 
 
 WATCHDOG = WatchdogRecorder()
-os.register_at_fork(after_in_child=WATCHDOG.after_fork)
+_fork.in_child(WATCHDOG.after_fork)
+_fork.in_child(_reset_lock_after_fork)
 
 
 @dataclass(frozen=True)
@@ -377,14 +397,16 @@ _baseline_writes: list[int] = [0] * (8 + BUCKETS)
 
 
 def _write_totals() -> tuple[list[int], int]:
-    with _accumulators_lock:
-        accumulators = list(_accumulators)
+    """Folded plus live streams' counters, and the maximum since the last reset."""
+    with _writes_lock:
+        _drain_collected()
+        every = [_folded, *_live]
     sums = [0] * (8 + BUCKETS)
     max_ns = 0
-    for accumulator in accumulators:
-        for index, value in enumerate(accumulator.totals()):
+    for counters in every:
+        for index, value in enumerate(counters.totals()):
             sums[index] += value
-        max_ns = max(max_ns, accumulator.max_ns)
+        max_ns = max(max_ns, counters.max_ns)
     return sums, max_ns
 
 
@@ -441,9 +463,10 @@ def reset_stats() -> None:
             _baseline_counters[name] = counter.value()
         sums, _ = _write_totals()
         _baseline_writes[:] = sums
-        with _accumulators_lock:
-            for accumulator in _accumulators:
-                accumulator.max_ns = 0
+        with _writes_lock:
+            for counters in [_folded, *_live]:
+                counters.max_before = max(counters.max_before, counters.max_ns)
+                counters.max_ns = 0
     WATCHDOG.reset()
 
 
