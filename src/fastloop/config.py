@@ -76,12 +76,12 @@ class Settings:
     Patched code reads these at call time, so a change applies at once.
     """
 
-    slow_write_ms: float = 5.0
+    slow_write_ms: float = 0.0  # 0: no slow-write log (the default)
     write_cpu: bool = False
     report: str | None = None  # None: no exit report; "stderr"; or a JSON path
     block_ms: float | None = None  # the process-wide watchdog's threshold; None: off
-    #: slow_write_ms in ns, kept in step by __setattr__: read on every write.
-    slow_write_ns: int = field(default=5_000_000, init=False, repr=False)
+    #: slow_write_ms in ns, kept in step by __setattr__: read after long writes.
+    slow_write_ns: int = field(default=0, init=False, repr=False)
 
     def __setattr__(self, name: str, value: object) -> None:
         super().__setattr__(name, value)
