@@ -74,6 +74,8 @@ _explicit: set[str] = set()
 _applied: dict[str, _Applied] = {}
 _declined: dict[str, str] = {}
 _hooked: set[str] = set()
+#: (patch, loop class) -> why the patch keeps stock behaviour on such loops.
+_loop_declines: dict[tuple[str, str], str] = {}
 
 
 def register(patch: Patch, *, default: bool = True) -> None:
@@ -207,6 +209,24 @@ def _apply_requested(module: ModuleType) -> None:
                     reason = f"apply failed: {exc!r}"
             if reason is not None:
                 _decline(name, reason)
+
+
+def declined_on_loop(name: str, loop: object, reason: str) -> None:
+    """A patch keeps stock behaviour on this kind of loop: say why, once per class."""
+    kind = f"{type(loop).__module__}.{type(loop).__qualname__}"
+    with _lock:
+        if (name, kind) in _loop_declines:
+            return
+        _loop_declines[(name, kind)] = reason
+    log.info(
+        "fastloop: patch %r keeps stock behaviour on %s loops: %s", name, kind, reason
+    )
+
+
+def loop_declines() -> dict[tuple[str, str], str]:
+    """Every (patch, loop class) declined so far, with its reason."""
+    with _lock:
+        return dict(_loop_declines)
 
 
 def _decline(name: str, reason: str) -> None:

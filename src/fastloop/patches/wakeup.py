@@ -25,7 +25,10 @@ The reader registered for the self-pipe is bound when the loop is created,
 so a loop created before ``install()`` still runs the stock
 ``_read_from_self`` and would never clear the flag: such loops are detected
 once and keep writing every time (stock behaviour).  Signals are untouched:
-the C signal handler writes to the pipe itself, not through here.
+the C signal handler writes to the pipe itself, not through here.  Only
+asyncio's selector loops run this code: a proactor loop, uvloop and
+Tornado's ``AddThreadSelectorEventLoop`` (its own selector thread) never
+reach it.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import threading
 from types import ModuleType
 from typing import Any
 
-from fastloop import _fork
+from fastloop import _fork, _registry
 from fastloop import _stats as stats
 from fastloop._attached import attached
 from fastloop._registry import Patch, Swap
@@ -111,6 +114,13 @@ def apply(module: ModuleType) -> list[Swap]:
             )
         except Exception:  # closed, or a selector we do not know
             coalesce = False
+        if not coalesce:
+            _registry.declined_on_loop(
+                "wakeup",
+                loop,
+                "its self-pipe reader is not fastloop's (a loop made before "
+                "install(), or one that overrides _read_from_self)",
+            )
         return WakeupState(coalesce)
 
     def write_to_self(self: Any) -> None:
