@@ -33,7 +33,8 @@ NO_FORK = textwrap.dedent(
     site.main()  # the interpreter ran with -S: now the .pth line runs
     import asyncio, threading
     import tornado.web
-        import fastloop
+    from tornado.ioloop import IOLoop
+    import fastloop
 
     async def main():
         io = IOLoop.current()
