@@ -21,7 +21,7 @@ from tornado.tcpserver import TCPServer
 
 import fastloop
 from conftest import differential
-from fastloop import _stats
+from fastloop import _counters
 
 PATCH = ["write_to_fd"]
 
@@ -332,12 +332,12 @@ def test_streams_do_not_grow_anything_global():
         for _ in range(3):
             transfer([b"a" * 10])
         gc.collect()
-        live = len(_stats._live)
+        live = len(_counters._live)
         for _ in range(20):
             transfer([b"a" * 10])
         gc.collect()
         fastloop.stats()  # folds what the collector handed over
-        assert len(_stats._live) == live
+        assert len(_counters._live) == live
 
 
 def test_a_collected_stream_is_folded_into_the_totals_exactly():

@@ -53,8 +53,8 @@ from contextvars import Context, copy_context
 from types import ModuleType
 from typing import Any
 
+from fastloop import _counters as stats
 from fastloop import _fork, _registry
-from fastloop import _stats as stats
 from fastloop._attached import attached
 from fastloop._registry import Patch, Swap
 

@@ -40,8 +40,8 @@ import threading
 from types import ModuleType
 from typing import Any
 
+from fastloop import _counters as stats
 from fastloop import _fork, _registry
-from fastloop import _stats as stats
 from fastloop._attached import attached
 from fastloop._registry import Patch, Swap
 
@@ -74,7 +74,9 @@ def check(module: ModuleType) -> str | None:
         code = getattr(cls.__dict__.get(name), "__code__", None)
         if code is None or not names <= set(code.co_names):
             return f"BaseSelectorEventLoop.{name} changed"
-    policy = asyncio.get_event_loop_policy()
+    # The policy already set, if any: asking asyncio for it would create the
+    # default one, and this runs while the asyncio package is still importing.
+    policy = getattr(asyncio.events, "_event_loop_policy", None)
     if type(policy).__module__.startswith("uvloop"):
         return "uvloop is the event loop policy, and it already coalesces wake-ups"
     return None

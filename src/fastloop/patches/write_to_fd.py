@@ -32,7 +32,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from fastloop import _stats as stats
+from fastloop import _counters as stats
 from fastloop._attached import attached
 from fastloop._registry import Patch, Swap
 from fastloop.config import settings
