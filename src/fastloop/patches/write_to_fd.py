@@ -130,9 +130,14 @@ def apply(module: ModuleType) -> list[Swap]:
             count_slow()
             log_slow(stream, offered, elapsed)
 
-    def record(stream: Any, offered: int, written: int, elapsed: int) -> None:
+    def record(
+        counters: stats.StreamCounters,
+        stream: Any,
+        offered: int,
+        written: int,
+        elapsed: int,
+    ) -> None:
         # The same steps as the inlined copy in fast_write_to_fd below.
-        counters = counters_of(stream)
         counters.histogram[elapsed.bit_length()] += 1
         counters.written += written
         counters.wall_ns += elapsed
@@ -179,8 +184,8 @@ def apply(module: ModuleType) -> list[Swap]:
         elapsed = clock() - start
         cpu_used = cpu_clock() - cpu_start
         del data
-        record(stream, offered, written, elapsed)
         counters = counters_of(stream)
+        record(counters, stream, offered, written, elapsed)
         counters.cpu_ns += cpu_used
         counters.cpu_calls += 1
         return written
@@ -206,7 +211,7 @@ def apply(module: ModuleType) -> list[Swap]:
             elapsed = clock() - start
             offered = len(data)
             del data
-            record(self, offered, written, elapsed)
+            record(counters_of(self), self, offered, written, elapsed)
             return written
 
         # Look like the original to introspection (Tornado's own API snapshot
