@@ -156,6 +156,8 @@ class _PostImportFinder:
 
 
 class _HookedLoader:
+    """The real loader, plus the requested patches once the module's code ran."""
+
     def __init__(self, loader: Any) -> None:
         self.loader = loader
 
@@ -168,7 +170,10 @@ class _HookedLoader:
         if module.__spec__ is not None:
             module.__spec__.loader = self.loader
         self.loader.exec_module(module)
-        _apply_requested(module)
+        try:
+            _apply_requested(module)
+        except Exception as exc:  # the application's import must go on
+            log.warning("fastloop: patches on %s not applied: %r", module.__name__, exc)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.loader, name)
