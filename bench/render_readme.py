@@ -241,8 +241,9 @@ def _floor_rows() -> list[str]:
             if _meets_echo_target(patch)
             else "the 1.02 target (upper end 1.03) is missed: the two clock reads "
             f"alone take {floor['ratio'] - 1:.0%} of the round trip, and the "
-            "histogram, byte and time sums and maximum (~100 ns a write in pure "
-            "Python) the rest"
+            "histogram, byte and time sums and maximum the rest ("
+            f"{(patch['added_ns_per_round_trip'] - floor['added_ns_per_round_trip']) / 2:.0f}"
+            " ns a write)"
         )
         lines.append(
             "The floor under that echo ratio (`bench/echo_floor.py`, "
