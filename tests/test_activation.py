@@ -171,7 +171,7 @@ def test_malformed_settings_print_one_line_and_the_rest_applies(
     )
     result = run(code, "1", env={variable: value})
     assert result.returncode == 0
-    assert result.stdout.splitlines() == [ALL, "5.0"]
+    assert result.stdout.splitlines() == [ALL, "0.0"]
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"fastloop: ignoring {bad} in {variable}=")

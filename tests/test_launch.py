@@ -147,6 +147,13 @@ def test_doctor_reports_ok_and_exit_0(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "verdict       ok" in out
     assert "add_callback  ok (requested)" in out
+    assert "FASTLOOP_SLOW_WRITE_MS  (unset): slow-write log off (the default)" in out
+
+
+def test_doctor_says_what_the_slow_write_setting_does(capsys, monkeypatch):
+    monkeypatch.setenv("FASTLOOP_SLOW_WRITE_MS", "7.5")
+    assert cli.main(["doctor"]) == 0
+    assert "slower than 7.5 ms" in capsys.readouterr().out
 
 
 def test_doctor_flags_a_missing_internal_and_exits_1(capsys, monkeypatch):

@@ -9,6 +9,7 @@ import textwrap
 import threading
 
 import pytest
+import tornado.iostream  # noqa: F401  (every patch's target is imported here)
 import tornado.platform.asyncio as tornado_asyncio
 from tornado.ioloop import IOLoop
 
@@ -214,19 +215,36 @@ def test_install_before_tornado_is_imported_applies_on_import():
         import sys, fastloop
         armed = fastloop.install()
         assert "tornado" not in sys.modules, "install() must not import tornado"
-        print(sorted(armed), sorted(fastloop.installed()))
+        assert "asyncio" not in sys.modules, "nor asyncio"
+        assert "wrapt" not in sys.modules, "nor wrapt"
+        patches = sorted(m for m in sys.modules if m.startswith("fastloop.patches."))
+        print(sorted(armed), sorted(fastloop.installed()), patches)
         import tornado.ioloop, tornado.iostream, tornado.platform.asyncio as m
         print(sorted(fastloop.installed()), hasattr(m.BaseAsyncIOLoop.add_callback,
               "__wrapped__"))
         """
     )
     assert result.returncode == 0, result.stderr
-    # wrapt imports asyncio, so the asyncio patches apply at once; the
-    # Tornado patches wait for Tornado.
+    # Every patch waits for its target module, and so does its own module.
     assert result.stdout.splitlines() == [
-        "['add_callback', 'poll', 'wakeup', 'write_to_fd'] ['poll', 'wakeup']",
+        "['add_callback', 'poll', 'wakeup', 'write_to_fd'] [] []",
         "['add_callback', 'poll', 'wakeup', 'write_to_fd'] True",
     ]
+
+
+def test_a_hooked_import_keeps_the_real_loader():
+    result = run_python(
+        """
+        import fastloop
+        fastloop.install(["write_to_fd"])
+        import importlib.machinery, tornado.iostream as m
+        loader = importlib.machinery.SourceFileLoader
+        print(type(m.__loader__) is loader, type(m.__spec__.loader) is loader,
+              sorted(fastloop.installed()))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "True", "['write_to_fd']"]
 
 
 def test_uninstall_before_import_means_nothing_applies_later():

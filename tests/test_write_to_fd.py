@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -20,7 +21,7 @@ from tornado.tcpserver import TCPServer
 
 import fastloop
 from conftest import differential
-from fastloop import _stats
+from fastloop import _counters
 
 PATCH = ["write_to_fd"]
 
@@ -253,15 +254,21 @@ def test_slow_writes_log_one_line_a_second_with_the_suppressed_count(caplog):
         server.stop()
         return peer
 
-    with fastloop.patched(PATCH), caplog.at_level(logging.WARNING, logger="fastloop"):
-        fastloop.configure(slow_write_ms=5)
-        fastloop.reset_stats()
-        peer = asyncio.run(main(3))
-        first = [r.getMessage() for r in caplog.records if r.name == "fastloop"]
-        time.sleep(1.05)  # let the one-a-second window pass (not a timing assertion)
-        asyncio.run(main(1))
-        lines = [r.getMessage() for r in caplog.records if r.name == "fastloop"]
-        slow = fastloop.stats().write_to_fd.slow
+    fastloop.configure(slow_write_ms=5)
+    try:
+        with (
+            fastloop.patched(PATCH),
+            caplog.at_level(logging.WARNING, logger="fastloop"),
+        ):
+            fastloop.reset_stats()
+            peer = asyncio.run(main(3))
+            first = [r.getMessage() for r in caplog.records if r.name == "fastloop"]
+            time.sleep(1.05)  # let the one-a-second window pass (not a timing check)
+            asyncio.run(main(1))
+            lines = [r.getMessage() for r in caplog.records if r.name == "fastloop"]
+            slow = fastloop.stats().write_to_fd.slow
+    finally:
+        fastloop.configure(slow_write_ms=0)
     assert len(first) == 1
     assert "slow write_to_fd" in first[0]
     assert "for 100 bytes" in first[0]
@@ -272,32 +279,39 @@ def test_slow_writes_log_one_line_a_second_with_the_suppressed_count(caplog):
     assert slow == 4
 
 
-def test_slow_write_threshold_zero_turns_the_log_off(caplog):
-    fastloop.configure(slow_write_ms=0)
-    try:
-        with (
-            fastloop.patched(PATCH),
-            caplog.at_level(logging.WARNING, logger="fastloop"),
-        ):
-            SlowSocket.delay = 0.01
-            fastloop.reset_stats()
+@pytest.mark.parametrize("setting", ["default", "zero"])
+def test_slow_write_log_is_off_by_default_and_at_zero_yet_every_call_counts(
+    caplog, setting
+):
+    from fastloop.config import settings
 
-            async def main():
-                client, server_side, server = await stream_pair()
-                slow_client = IOStream(
-                    SlowSocket(fileno=os.dup(client.socket.fileno()))
-                )
-                await slow_client.write(b"s")
-                for stream in (slow_client, client, server_side):
-                    stream.close()
-                server.stop()
+    assert settings.slow_write_ms == 0  # the default: off
+    if setting == "zero":
+        fastloop.configure(slow_write_ms=0)
 
-            asyncio.run(main())
-        assert fastloop.stats().write_to_fd.slow == 0
-        assert not [r for r in caplog.records if r.name == "fastloop"]
-    finally:
-        SlowSocket.delay = 0.02
-        fastloop.configure(slow_write_ms=5)
+    async def main():
+        client, server_side, server = await stream_pair()
+        slow_client = IOStream(SlowSocket(fileno=os.dup(client.socket.fileno())))
+        await slow_client.write(b"s")
+        counters = fastloop.stream_stats(slow_client)
+        for stream in (slow_client, client, server_side):
+            stream.close()
+        server.stop()
+        return counters
+
+    with (
+        fastloop.patched(PATCH),
+        caplog.at_level(logging.WARNING, logger="fastloop"),
+    ):
+        fastloop.reset_stats()
+        counters = asyncio.run(main())
+        totals = fastloop.stats().write_to_fd
+    assert totals.slow == 0
+    assert not [r for r in caplog.records if r.name == "fastloop"]
+    # The 20 ms write still lands in the histogram, the maximum and the total.
+    assert totals.calls == counters.calls == 1
+    assert totals.max_ns == counters.max_ns >= 20_000_000
+    assert totals.p99_ns == totals.max_ns
 
 
 def test_cpu_split_counts_every_call_when_on():
@@ -317,10 +331,77 @@ def test_streams_do_not_grow_anything_global():
     with fastloop.patched(PATCH):
         for _ in range(3):
             transfer([b"a" * 10])
-        accumulators = len(_stats._accumulators)
+        gc.collect()
+        live = len(_counters._live)
         for _ in range(20):
             transfer([b"a" * 10])
-        assert len(_stats._accumulators) == accumulators
+        gc.collect()
+        fastloop.stats()  # folds what the collector handed over
+        assert len(_counters._live) == live
+
+
+def test_a_collected_stream_is_folded_into_the_totals_exactly():
+    async def main():
+        mine, peer = socket.socketpair()
+        stream = IOStream(mine)
+        await stream.write(b"f" * 1000)
+        stream.close()
+        peer.close()
+        return fastloop.stream_stats(stream)
+
+    with fastloop.patched(PATCH):
+        fastloop.reset_stats()
+        counters = asyncio.run(main())
+        gc.collect()
+        totals = fastloop.stats().write_to_fd
+    assert counters.bytes_written == totals.bytes_written == 1000
+    assert totals.calls == counters.calls >= 1
+    assert totals.max_ns == counters.max_ns > 0
+
+
+def test_live_streams_of_other_threads_count_and_reset_starts_from_zero():
+    wrote, stop = threading.Event(), threading.Event()
+    streams = []
+
+    def writer():
+        async def main():
+            mine, peer = socket.socketpair()
+            stream = IOStream(mine)
+            streams.append(stream)  # alive while the main thread looks
+            await stream.write(b"w" * 500)
+            wrote.set()
+            while not stop.is_set():
+                await asyncio.sleep(0.01)
+            await stream.write(b"w" * 70)
+            stream.close()
+            peer.close()
+
+        asyncio.run(main())
+
+    with fastloop.patched(PATCH):
+        fastloop.reset_stats()
+        thread = threading.Thread(target=writer)
+        thread.start()
+        assert wrote.wait(60)
+        before = fastloop.stats().write_to_fd
+        first = fastloop.stream_stats(streams[0])
+        fastloop.reset_stats()
+        after_reset = fastloop.stats().write_to_fd
+        stop.set()
+        thread.join()
+        after = fastloop.stats().write_to_fd
+        lifetime = fastloop.stream_stats(streams[0])
+    assert before.bytes_written == first.bytes_written == 500
+    assert before.calls == first.calls >= 1
+    assert (after_reset.calls, after_reset.bytes_written, after_reset.max_ns) == (
+        0,
+        0,
+        0,
+    )
+    assert after.bytes_written == 70
+    assert after.calls == lifetime.calls - first.calls
+    assert lifetime.bytes_written == 570  # a stream's own counters never reset
+    assert lifetime.max_ns >= first.max_ns
 
 
 def test_totals_from_several_loops_in_several_threads_add_up():
@@ -366,7 +447,7 @@ def test_configure_rejects_bad_values_and_changes_nothing():
         fastloop.configure(write_cpu="maybe", slow_write_ms=1)
     from fastloop.config import settings
 
-    assert settings.slow_write_ms == 5 and settings.write_cpu is False
+    assert settings.slow_write_ms == 0 and settings.write_cpu is False
 
 
 def test_report_and_to_dict_are_readable_and_json_able():

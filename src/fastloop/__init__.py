@@ -7,26 +7,55 @@ print(fastloop.report())  # what they did
 fastloop.watch(threshold_ms=100)         # log where a blocked loop is stuck
 with fastloop.profile() as p: ...        # sample the loop threads
 
+The names below load on first use: the ``.pth`` start-up hook imports
+``fastloop._bootstrap``, hence this package, and must not pay for the
+counters, the watchdog or the profiler unless they are asked for.
+
 PYTEST_DONT_REWRITE: pytest rewrites the asserts of every package that ships
 a pytest plugin, and warns when one was imported first, as the .pth does
 under FASTLOOP=1 (fastloop has no assert to rewrite).
 """
 
-from fastloop import patches as _patches  # noqa: F401  (registers the patch records)
-from fastloop._registry import available, install, installed, patched, uninstall
-from fastloop._stats import (
-    Snapshot,
-    StreamStats,
-    report,
-    reset_stats,
-    stats,
-    stream_stats,
-)
-from fastloop.config import configure
-from fastloop.profiler import Profile, profile
-from fastloop.watchdog import Watchdog, watch
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fastloop._registry import available, install, installed, patched, uninstall
+    from fastloop._stats import (
+        Snapshot,
+        StreamStats,
+        report,
+        reset_stats,
+        stats,
+        stream_stats,
+    )
+    from fastloop.config import configure
+    from fastloop.profiler import Profile, profile
+    from fastloop.watchdog import Watchdog, watch
 
 __version__ = "0.1.0"
+
+#: public name -> the module that defines it
+_HOMES = {
+    "available": "fastloop._registry",
+    "install": "fastloop._registry",
+    "installed": "fastloop._registry",
+    "patched": "fastloop._registry",
+    "uninstall": "fastloop._registry",
+    "Snapshot": "fastloop._stats",
+    "StreamStats": "fastloop._stats",
+    "report": "fastloop._stats",
+    "reset_stats": "fastloop._stats",
+    "stats": "fastloop._stats",
+    "stream_stats": "fastloop._stats",
+    "configure": "fastloop.config",
+    "Profile": "fastloop.profiler",
+    "profile": "fastloop.profiler",
+    "Watchdog": "fastloop.watchdog",
+    "watch": "fastloop.watchdog",
+}
 
 __all__ = [
     "Profile",
@@ -47,3 +76,16 @@ __all__ = [
     "uninstall",
     "watch",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'fastloop' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})

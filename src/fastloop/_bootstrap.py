@@ -2,7 +2,11 @@
 
 Runs inside ``site`` at interpreter start-up, before the application: it
 must not raise, must not import Tornado (patches arm post-import hooks
-instead), and reports a bad setting in one line on stderr.
+instead), and reports a bad setting in one line on stderr.  Every process
+started under ``FASTLOOP=1`` pays for what this imports, so it loads the
+settings and the registry only (``fastloop/__init__`` loads its names
+lazily); each patch's module loads with its target module, the watchdog and
+the profiler only when their variable is set.
 """
 
 from __future__ import annotations

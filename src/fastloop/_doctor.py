@@ -109,6 +109,9 @@ def diagnose(
             "FASTLOOP_PROFILE",
         )
     }
+    settings["FASTLOOP_SLOW_WRITE_MS"] = _slow_write_line(
+        env.get("FASTLOOP_SLOW_WRITE_MS")
+    )
     return {
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "executable": sys.executable,
@@ -134,6 +137,18 @@ def diagnose(
         "ok": not problems
         and all(verdicts.get(name) is None or name in by_design for name in wanted),
     }
+
+
+def _slow_write_line(value: str | None) -> str:
+    # Off unless asked for: a busy machine makes any write look slow.
+    try:
+        threshold = float(config.parse_setting("slow_write_ms", value or 0))  # type: ignore[arg-type]
+    except config.SettingError:
+        return f"{value} (invalid)"
+    shown = "(unset)" if value is None else value
+    if not threshold:
+        return f"{shown}: slow-write log off (the default); every write is still timed"
+    return f"{shown}: warn about write_to_fd calls slower than {threshold:g} ms"
 
 
 def _watchdog_line(state: dict[str, Any]) -> str:

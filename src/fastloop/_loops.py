@@ -12,10 +12,11 @@ will ever run it: those are set aside at fork and never reported.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from typing import Any
+
+from fastloop import _fork
 
 #: id -> loop, for loops this process inherited through fork (held, so that
 #: their ids cannot be reused by new loops).
@@ -41,7 +42,7 @@ def _set_aside_inherited_loops() -> None:
     _inherited.update((id(loop), loop) for loop in _registered())
 
 
-os.register_at_fork(after_in_child=_set_aside_inherited_loops)
+_fork.in_child(_set_aside_inherited_loops)
 
 
 def asyncio_loop_of(loop: Any) -> Any:

@@ -1,19 +1,14 @@
 """Process-wide counters of what the patches did, immutable snapshots, a report.
 
-Counters are bumped from any thread: by producers of cross-thread callbacks
-and by every loop thread.  ``itertools.count.__next__`` is one C call, so an
-increment is atomic under the GIL and costs ~25 ns, with no lock; the rare
-bulk additions (one per cross-thread batch) take a lock.  ``write_to_fd``
-timings go to a per-thread accumulator (every stream is written by its
-loop's thread only, so each accumulator has a single writer) that
-snapshots sum.
+The counters themselves live in ``_counters`` (cheap to import, bumped on
+the hot paths); this module adds them up: ``write_to_fd`` totals are the
+folded totals of collected streams plus the live streams' counters.
 ``reset_stats()`` records a baseline instead of swapping objects, so patched
 code can bind counters once.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import sys
@@ -21,47 +16,21 @@ import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fastloop import _registry, gil
+from fastloop import _counters, _fork, _registry, gil
+from fastloop._counters import (
+    ONLOOP_BATCHES,
+    ONLOOP_EXTRA,
+    POLLS_SKIPPED,
+    REMOTE_BATCHED,
+    REMOTE_BATCHES,
+    REMOTE_CALLBACKS,
+    SLOW_WRITES,
+    WAKEUPS_REQUESTED,
+    WAKEUPS_WRITTEN,
+)
 from fastloop._histogram import BUCKETS
 from fastloop._histogram import buckets as _buckets
 from fastloop._histogram import percentile as _percentile
-
-
-class Counter:
-    """A monotonic, thread-safe event count."""
-
-    __slots__ = ("_bulk", "_count", "_lock", "increment")
-
-    def __init__(self) -> None:
-        self._count = itertools.count()
-        self._bulk = 0
-        self._lock = threading.Lock()
-        #: Count one event: atomic, lock-free.
-        self.increment = self._count.__next__
-
-    def add(self, amount: int) -> None:
-        with self._lock:
-            self._bulk += amount
-
-    def value(self) -> int:
-        # repr(count(7)) == "count(7)": the only way to read it without a bump.
-        return int(repr(self._count)[6:-1]) + self._bulk
-
-
-# add_callback on the loop thread: counted per batch, never per callback
-ONLOOP_BATCHES = Counter()  # on-loop batches opened
-ONLOOP_EXTRA = Counter()  # callbacks those batches ran beyond their first
-# add_callback from other threads
-REMOTE_CALLBACKS = Counter()  # callbacks queued by producer threads
-REMOTE_BATCHES = Counter()  # cross-thread batches the loops ran
-REMOTE_BATCHED = Counter()  # callbacks those batches ran
-# asyncio selector loop self-pipe
-WAKEUPS_REQUESTED = Counter()  # _write_to_self calls (call_soon_threadsafe & co)
-WAKEUPS_WRITTEN = Counter()  # bytes actually written to a self-pipe
-# write_to_fd, rare events
-SLOW_WRITES = Counter()  # calls slower than FASTLOOP_SLOW_WRITE_MS
-# asyncio selector loop polls
-POLLS_SKIPPED = Counter()  # zero-timeout polls answered without the syscall
 
 _COUNTERS = {
     "onloop_batches": ONLOOP_BATCHES,
@@ -74,87 +43,6 @@ _COUNTERS = {
     "slow_writes": SLOW_WRITES,
     "polls_skipped": POLLS_SKIPPED,
 }
-
-
-class WriteAccumulator:
-    """One thread's ``write_to_fd`` totals; only that thread writes to it.
-
-    Calls are counted by the histogram alone (one update fewer per write).
-    """
-
-    __slots__ = (
-        "cpu_calls",
-        "cpu_ns",
-        "errors",
-        "histogram",
-        "max_ns",
-        "offered",
-        "wall_ns",
-        "would_block",
-        "written",
-    )
-
-    def __init__(self) -> None:
-        self.offered = self.written = 0
-        self.would_block = self.errors = 0
-        self.wall_ns = self.max_ns = 0
-        self.cpu_ns = self.cpu_calls = 0
-        self.histogram = [0] * BUCKETS
-
-    def totals(self) -> list[int]:
-        histogram = list(self.histogram)
-        return [
-            sum(histogram),
-            self.offered,
-            self.written,
-            self.would_block,
-            self.errors,
-            self.wall_ns,
-            self.cpu_ns,
-            self.cpu_calls,
-            *histogram,
-        ]
-
-
-_local = threading.local()
-_accumulators: list[WriteAccumulator] = []
-_accumulators_lock = threading.Lock()
-
-
-def write_accumulator() -> WriteAccumulator:
-    """This thread's accumulator (created on its first write)."""
-    try:
-        return _local.writes  # type: ignore[no-any-return]
-    except AttributeError:
-        accumulator = _local.writes = WriteAccumulator()
-        with _accumulators_lock:
-            _accumulators.append(accumulator)
-        return accumulator
-
-
-class StreamCounters:
-    """One stream's counters, carried by the stream, so nothing global grows per stream.
-
-    ``totals`` is the accumulator of the thread that made it: a stream is
-    written by its IOLoop's thread, so caching it here saves a thread-local
-    lookup on every write.
-    """
-
-    __slots__ = (
-        "calls",
-        "errors",
-        "max_ns",
-        "offered",
-        "totals",
-        "wall_ns",
-        "would_block",
-        "written",
-    )
-
-    def __init__(self) -> None:
-        self.calls = self.offered = self.written = 0
-        self.would_block = self.errors = self.wall_ns = self.max_ns = 0
-        self.totals = write_accumulator()
 
 
 @dataclass(frozen=True)
@@ -177,12 +65,12 @@ def stream_stats(stream: object) -> StreamStats:
         return StreamStats()
     return StreamStats(
         calls=counters.calls,
-        bytes_offered=counters.offered,
+        bytes_offered=counters.written + counters.unwritten,
         bytes_written=counters.written,
         would_block=counters.would_block,
         errors=counters.errors,
         total_ns=counters.wall_ns,
-        max_ns=counters.max_ns,
+        max_ns=max(counters.max_ns, counters.max_before),
     )
 
 
@@ -300,7 +188,7 @@ class WatchdogRecorder:
 
 
 WATCHDOG = WatchdogRecorder()
-os.register_at_fork(after_in_child=WATCHDOG.after_fork)
+_fork.in_child(WATCHDOG.after_fork)
 
 
 @dataclass(frozen=True)
@@ -389,14 +277,15 @@ _baseline_writes: list[int] = [0] * (8 + BUCKETS)
 
 
 def _write_totals() -> tuple[list[int], int]:
-    with _accumulators_lock:
-        accumulators = list(_accumulators)
+    """Folded plus live streams' counters, and the maximum since the last reset."""
+    with _counters.writes_lock():
+        every = _counters.every_stream()
     sums = [0] * (8 + BUCKETS)
     max_ns = 0
-    for accumulator in accumulators:
-        for index, value in enumerate(accumulator.totals()):
+    for counters in every:
+        for index, value in enumerate(counters.totals()):
             sums[index] += value
-        max_ns = max(max_ns, accumulator.max_ns)
+        max_ns = max(max_ns, counters.max_ns)
     return sums, max_ns
 
 
@@ -458,9 +347,10 @@ def reset_stats() -> None:
             _baseline_counters[name] = counter.value()
         sums, _ = _write_totals()
         _baseline_writes[:] = sums
-        with _accumulators_lock:
-            for accumulator in _accumulators:
-                accumulator.max_ns = 0
+        with _counters.writes_lock():
+            for counters in _counters.every_stream():
+                counters.max_before = max(counters.max_before, counters.max_ns)
+                counters.max_ns = 0
     WATCHDOG.reset()
     gil.RECORDER.reset()
 

@@ -146,7 +146,7 @@ def parser() -> argparse.ArgumentParser:
         "--slow-write-ms",
         type=_non_negative,
         metavar="N",
-        help="warn about write_to_fd calls slower than N ms (0: off)",
+        help="warn about write_to_fd calls slower than N ms (default: off)",
     )
     run.add_argument(
         "--block-ms",

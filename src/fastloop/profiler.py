@@ -342,7 +342,7 @@ def profile_until_exit(
         running[Path(pattern.replace("{pid}", str(os.getpid())))] = Profile().start()
 
     _exit.register(write)
-    os.register_at_fork(after_in_child=restart_in_child)
+    _fork.in_child(restart_in_child)
     return next(iter(running.values()))
 
 

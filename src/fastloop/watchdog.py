@@ -21,7 +21,6 @@ after the block did.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 import time
@@ -30,7 +29,7 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
-from fastloop import _loops
+from fastloop import _fork, _loops
 from fastloop._stats import WATCHDOG
 from fastloop._ticker import Ticker, positive_ms
 
@@ -225,7 +224,7 @@ def follow_setting(block_ms: float | None) -> None:
             _process_watchdog.append(Watchdog(block_ms))
             if not _fork_hook[0]:
                 _fork_hook[0] = True
-                os.register_at_fork(after_in_child=_restart_in_child)
+                _fork.in_child(_restart_in_child)
 
 
 def process_watchdog() -> Watchdog | None:

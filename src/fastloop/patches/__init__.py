@@ -1,10 +1,14 @@
-"""The patch records, one module each, registered in default-set order."""
+"""The patch records, one module each, registered in default-set order.
 
-from fastloop._registry import register
-from fastloop.patches import add_callback, poll, switchinterval, wakeup, write_to_fd
+``register_lazy`` names a patch and its target without importing its
+module, which loads when the target module is imported (start-up pays for
+no patch whose target the application never imports).
+"""
 
-register(add_callback.PATCH)
-register(wakeup.PATCH)
-register(write_to_fd.PATCH)
-register(poll.PATCH)
-register(switchinterval.PATCH, default=False)
+from fastloop._registry import register_lazy
+
+register_lazy("add_callback", "tornado.platform.asyncio", f"{__name__}.add_callback")
+register_lazy("wakeup", "asyncio.selector_events", f"{__name__}.wakeup")
+register_lazy("write_to_fd", "tornado.iostream", f"{__name__}.write_to_fd")
+register_lazy("poll", "asyncio.selector_events", f"{__name__}.poll")
+register_lazy("switchinterval", "sys", f"{__name__}.switchinterval", default=False)

@@ -33,7 +33,9 @@ same lock before reading it.  Only a new batch writes a wake-up byte (the
 call, as stock does.
 
 The stock path remains for asyncio debug mode (it checks every handle),
-and for IOLoop subclasses that override ``_run_callback``.  Loops without
+for IOLoop subclasses that override ``_run_callback``, and for loops this
+patch does not know (a proactor loop, Tornado's proxy loops): those are
+declined one by one, with a reason on logger ``fastloop``.  Loops without
 a ``_ready`` deque (uvloop) get one handle per callback, minus the partial.
 """
 
@@ -45,14 +47,14 @@ import contextlib
 import functools
 import threading
 import weakref
-from asyncio import events
+from asyncio import events, selector_events
 from collections.abc import Callable, Sequence
 from contextvars import Context, copy_context
 from types import ModuleType
 from typing import Any
 
-from fastloop import _fork
-from fastloop import _stats as stats
+from fastloop import _counters as stats
+from fastloop import _fork, _registry
 from fastloop._attached import attached
 from fastloop._registry import Patch, Swap
 
@@ -317,6 +319,10 @@ def apply(module: ModuleType) -> list[Swap]:
         loop = ioloop.asyncio_loop
         if type(ioloop)._run_callback is not stock_run_callback:
             return LoopState(None, False)  # customised error handling: stock path
+        reason = unknown_loop(loop)
+        if reason is not None:
+            _registry.declined_on_loop("add_callback", loop, reason)
+            return LoopState(None, False)
         ready = getattr(loop, "_ready", None)
         process = getattr(loop, "_process_events", None)
         batching = (
@@ -325,7 +331,7 @@ def apply(module: ModuleType) -> list[Swap]:
             and callable(getattr(loop, "_write_to_self", None))
         )
         if not batching:
-            return LoopState(None, True)  # uvloop and others
+            return LoopState(None, True)  # uvloop, or a loop batched by another install
         state = LoopState(ready, False)
         count_iterations(loop, state)
         return state
@@ -409,6 +415,21 @@ def apply(module: ModuleType) -> list[Swap]:
 
     functools.update_wrapper(add_callback, stock_add_callback)
     return [Swap(base, "add_callback", add_callback)]
+
+
+def unknown_loop(loop: Any) -> str | None:
+    """Why an asyncio loop is not one this patch knows, or None.
+
+    Known: asyncio's selector loops (batched) and uvloop (one handle per
+    callback).  A proactor loop, Tornado's ``AddThreadSelectorEventLoop``
+    proxy, or anything else keeps stock ``add_callback``.
+    """
+    kind = type(loop)  # not isinstance: Tornado's proxy forwards __class__
+    if issubclass(kind, selector_events.BaseSelectorEventLoop):
+        return None
+    if kind.__module__.startswith("uvloop"):
+        return None
+    return f"{kind.__module__}.{kind.__qualname__} is not a selector loop or uvloop"
 
 
 def _callback_formatter() -> Callable[[Any, tuple[Any, ...]], str]:

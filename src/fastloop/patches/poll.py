@@ -63,7 +63,7 @@ from select import EPOLLIN, EPOLLOUT
 from types import ModuleType
 from typing import Any
 
-from fastloop import _stats as stats
+from fastloop import _counters as stats
 from fastloop import gil
 from fastloop._registry import Patch, Swap
 from fastloop.config import settings
@@ -142,10 +142,12 @@ def check(module: ModuleType) -> str | None:
     init = getattr(cls.__dict__.get("__init__"), "__code__", None)
     if init is None or "_selector" not in init.co_names:
         return "BaseSelectorEventLoop.__init__ no longer sets _selector"
-    import asyncio
+    # The modules this one imports, not the asyncio package's names: this
+    # runs while the package may still be importing.
+    from asyncio import base_events, events
 
     run_once = getattr(
-        asyncio.BaseEventLoop.__dict__.get("_run_once"), "__code__", None
+        base_events.BaseEventLoop.__dict__.get("_run_once"), "__code__", None
     )
     needs = {"_selector", "select", "_ready", "_stopping", "_process_events"}
     if run_once is None or not needs <= set(run_once.co_names):
@@ -156,11 +158,10 @@ def check(module: ModuleType) -> str | None:
     stock_select = getattr(epoll_cls.__dict__.get("select"), "__code__", None)
     if stock_select is None or not set(stock_select.co_names) >= _STOCK_NAMES:
         return "selectors.EpollSelector.select changed"
-    policy = asyncio.get_event_loop_policy()
+    # The policy already set, if any (asking would create the default one).
+    policy = getattr(events, "_event_loop_policy", None)
     if type(policy).__module__.startswith("uvloop"):
-        return (
-            "uvloop is the event loop policy: its loop is not asyncio's selector loop"
-        )
+        return "uvloop is the event loop policy: its loop has no asyncio selector"
     return None
 
 

@@ -25,7 +25,10 @@ The reader registered for the self-pipe is bound when the loop is created,
 so a loop created before ``install()`` still runs the stock
 ``_read_from_self`` and would never clear the flag: such loops are detected
 once and keep writing every time (stock behaviour).  Signals are untouched:
-the C signal handler writes to the pipe itself, not through here.
+the C signal handler writes to the pipe itself, not through here.  Only
+asyncio's selector loops run this code: a proactor loop, uvloop and
+Tornado's ``AddThreadSelectorEventLoop`` (its own selector thread) never
+reach it.
 """
 
 from __future__ import annotations
@@ -37,8 +40,8 @@ import threading
 from types import ModuleType
 from typing import Any
 
-from fastloop import _fork
-from fastloop import _stats as stats
+from fastloop import _counters as stats
+from fastloop import _fork, _registry
 from fastloop._attached import attached
 from fastloop._registry import Patch, Swap
 
@@ -71,7 +74,9 @@ def check(module: ModuleType) -> str | None:
         code = getattr(cls.__dict__.get(name), "__code__", None)
         if code is None or not names <= set(code.co_names):
             return f"BaseSelectorEventLoop.{name} changed"
-    policy = asyncio.get_event_loop_policy()
+    # The policy already set, if any: asking asyncio for it would create the
+    # default one, and this runs while the asyncio package is still importing.
+    policy = getattr(asyncio.events, "_event_loop_policy", None)
     if type(policy).__module__.startswith("uvloop"):
         return "uvloop is the event loop policy, and it already coalesces wake-ups"
     return None
@@ -111,6 +116,13 @@ def apply(module: ModuleType) -> list[Swap]:
             )
         except Exception:  # closed, or a selector we do not know
             coalesce = False
+        if not coalesce:
+            _registry.declined_on_loop(
+                "wakeup",
+                loop,
+                "its self-pipe reader is not fastloop's (a loop made before "
+                "install(), or one that overrides _read_from_self)",
+            )
         return WakeupState(coalesce)
 
     def write_to_self(self: Any) -> None:
