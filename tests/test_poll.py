@@ -43,7 +43,7 @@ class CountingEpollWait:
 
     def __init__(self) -> None:
         self.calls = 0
-        self.real = poll.EPOLL_WAIT
+        self.real = poll.load_epoll_wait()
 
     def __call__(self, *args):
         self.calls += 1
@@ -131,7 +131,7 @@ def test_readable_socket_is_seen_within_the_bound_while_callbacks_never_drain(
 
 def test_polls_that_keep_the_gil_use_a_call_that_keeps_it():
     # ctypes.PyDLL functions run with the GIL held: that is the point.
-    assert poll.EPOLL_WAIT._flags_ & ctypes._FUNCFLAG_PYTHONAPI
+    assert poll.load_epoll_wait()._flags_ & ctypes._FUNCFLAG_PYTHONAPI
 
 
 def test_held_polls_return_exactly_what_stock_returns(held_polls):

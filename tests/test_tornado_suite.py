@@ -33,7 +33,7 @@ HELD = (
     "poll.CONTENDED_NS = -(10**15)\n"
     "poll.HELD_SAMPLE_NS = 10**15\n"
     "held = [0]\n"
-    "def counting(*args, real=poll.EPOLL_WAIT):\n"
+    "def counting(*args, real=poll.load_epoll_wait()):\n"
     "    held[0] += 1\n"
     "    return real(*args)\n"
     "poll.EPOLL_WAIT = counting\n"

@@ -28,6 +28,7 @@ from fastloop._counters import (
     WAKEUPS_REQUESTED,
     WAKEUPS_WRITTEN,
 )
+from fastloop._gil_stats import GilStats, advice
 from fastloop._histogram import BUCKETS
 from fastloop._histogram import buckets as _buckets
 from fastloop._histogram import percentile as _percentile
@@ -241,7 +242,7 @@ class Snapshot:
     write_to_fd: WriteStats
     watchdog: WatchdogStats
     poll: PollStats
-    gil: gil.GilStats
+    gil: GilStats
     installed: tuple[str, ...] = ()
     """Patches active in this process when the snapshot was taken."""
 
@@ -267,7 +268,7 @@ class Snapshot:
             entry["p90_ns"] = waits.p90_ns
             entry["p99_ns"] = waits.p99_ns
             entry["fraction"] = waits.fraction
-        data["gil"]["advice"] = gil.advice(self.gil, "switchinterval" in self.installed)
+        data["gil"]["advice"] = advice(self.gil, "switchinterval" in self.installed)
         return data
 
 
@@ -455,7 +456,7 @@ def _gil_report(s: Snapshot) -> list[str]:
             f"p99 <= {_ms(probe.p99_ns)}, max {_ms(probe.max_ns)} "
             f"({probe.samples:,} samples)"
         )
-    hint = gil.advice(s.gil, "switchinterval" in s.installed)
+    hint = advice(s.gil, "switchinterval" in s.installed)
     if hint:
         lines.append(f"  advice: {hint}")
     return lines

@@ -51,9 +51,8 @@ selector's ``__dict__``, which Tornado's own suite rejects.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import math
-import platform
+import os
 import selectors
 import struct
 import time
@@ -64,7 +63,7 @@ from types import ModuleType
 from typing import Any
 
 from fastloop import _counters as stats
-from fastloop import gil
+from fastloop import _registry, gil
 from fastloop._registry import Patch, Swap
 from fastloop.config import settings
 
@@ -84,9 +83,7 @@ CONTENDED_NS = 20_000
 
 #: ``struct epoll_event`` as (events, data.fd): packed on x86-64 only, as
 #: glibc declares it; ``data`` is a union whose ``fd`` member comes first.
-EPOLL_EVENT = struct.Struct(
-    "=Ii4x" if platform.machine() in ("x86_64", "AMD64") else "=I4xi4x"
-)
+EPOLL_EVENT = struct.Struct("=Ii4x" if os.uname().machine == "x86_64" else "=I4xi4x")
 
 
 class EventBuffer:
@@ -99,6 +96,8 @@ class EventBuffer:
     __slots__ = ("_anchor", "capacity", "memory", "pointer")
 
     def __init__(self, capacity: int) -> None:
+        import ctypes  # here, not at start-up: ~1 ms of imports
+
         self.capacity = capacity
         self.memory = bytearray(capacity * EPOLL_EVENT.size)
         # from_buffer pins the bytearray (no resize while exported).
@@ -111,19 +110,29 @@ class EventBuffer:
         return [(fd, events) for events, fd in EPOLL_EVENT.iter_unpack(view)]
 
 
-def _epoll_wait() -> Any:
-    """libc's ``epoll_wait`` through PyDLL (calls that keep the GIL), or None."""
-    try:
-        function = ctypes.PyDLL(None).epoll_wait
-    except (AttributeError, OSError):
-        return None
-    function.restype = ctypes.c_int
-    # No argtypes on purpose: ints and an address pass as C ints and a
-    # pointer unconverted, which is what makes the call cheaper than stock.
-    return function
+def load_epoll_wait() -> Any:
+    """libc's ``epoll_wait`` through PyDLL (calls that keep the GIL), or None.
+
+    Loaded with the first gate, not at import: ctypes costs start-up ~1 ms.
+    """
+    global EPOLL_WAIT
+    if EPOLL_WAIT is None:
+        import ctypes
+
+        try:
+            function = ctypes.PyDLL(None).epoll_wait
+        except (AttributeError, OSError):
+            EPOLL_WAIT = False
+        else:
+            function.restype = ctypes.c_int
+            # No argtypes on purpose: ints and a pointer pass unconverted,
+            # which is what makes the call cheaper than stock's.
+            EPOLL_WAIT = function
+    return EPOLL_WAIT or None
 
 
-EPOLL_WAIT = _epoll_wait()
+#: libc's epoll_wait once loaded (False: not reachable); see load_epoll_wait.
+EPOLL_WAIT: Any = None
 
 _STOCK_NAMES = {
     "_selector",
@@ -153,8 +162,8 @@ def check(module: ModuleType) -> str | None:
     if run_once is None or not needs <= set(run_once.co_names):
         return "asyncio's BaseEventLoop._run_once no longer polls self._selector"
     epoll_cls = getattr(selectors, "EpollSelector", None)
-    if epoll_cls is None or EPOLL_WAIT is None:
-        return "needs Linux epoll and libc's epoll_wait (ctypes)"
+    if epoll_cls is None:
+        return "needs Linux epoll"
     stock_select = getattr(epoll_cls.__dict__.get("select"), "__code__", None)
     if stock_select is None or not set(stock_select.co_names) >= _STOCK_NAMES:
         return "selectors.EpollSelector.select changed"
@@ -195,8 +204,13 @@ def put_gate(loop: Any) -> None:
     epoll_poll = epoll.poll
     epfd = epoll.fileno()
     fd_to_key = selector._fd_to_key
+    epoll_wait = load_epoll_wait()
+    if epoll_wait is None:
+        _registry.declined_on_loop(
+            "poll", loop, "libc's epoll_wait is not reachable through ctypes"
+        )
+        return
     buffer = EventBuffer(64)
-    epoll_wait = EPOLL_WAIT
     event_read, event_write = selectors.EVENT_READ, selectors.EVENT_WRITE
     ceil = math.ceil
     now = clock
