@@ -166,19 +166,33 @@ def _compare_with_stock(selector: selectors.EpollSelector) -> None:
             b.close()
 
 
-def test_without_contention_polls_are_stock(monkeypatch):
+def run_with_clocks(monkeypatch, wall_step: int, cpu_step: int) -> int:
+    """Iterate a loop under fake clocks; how many zero-timeout polls kept the GIL."""
     counting = CountingEpollWait()
     monkeypatch.setattr(poll, "EPOLL_WAIT", counting)
-    monkeypatch.setattr(poll, "CONTENDED_NS", 10**15)
+    monkeypatch.setattr(poll, "CONTENDED_NS", 10**15)  # no single wait counts
+    monkeypatch.setattr(poll, "clock", itertools.count(step=wall_step).__next__)
+    monkeypatch.setattr(poll, "thread_clock", itertools.count(step=cpu_step).__next__)
     with fastloop.patched(["poll"]):
         loop = asyncio.new_event_loop()
-        fastloop.reset_stats()
         try:
             loop.run_until_complete(_iterate(500))
         finally:
             loop.close()
-    assert counting.calls == 0
+    return counting.calls
+
+
+def test_without_contention_polls_are_stock(monkeypatch):
+    # The thread's CPU clock keeps up with the wall clock: never starved.
+    fastloop.reset_stats()
+    assert run_with_clocks(monkeypatch, wall_step=1_000, cpu_step=1_000) == 0
     assert fastloop.stats().gil.poll.samples >= 1
+
+
+def test_a_loop_that_runs_less_than_half_the_time_keeps_the_gil(monkeypatch):
+    # Busy (never blocked) yet its CPU clock barely moves: it waited for the
+    # GIL at polls between two samples, so polls keep it from then on.
+    assert run_with_clocks(monkeypatch, wall_step=100_000, cpu_step=10) > 400
 
 
 def test_a_loop_with_held_polls_runs_tornado_io(held_polls):

@@ -383,7 +383,7 @@ WORKLOADS: dict[str, Workload] = {
             "busy-chain",
             "onloop-chain while another thread runs pure Python",
             None,
-            2_000,
+            10_000,
             "callback",
             busy_chain,
         ),

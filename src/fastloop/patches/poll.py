@@ -10,21 +10,26 @@ the loop gets the GIL back only when that thread's switch interval (5 ms by
 default) has passed: a loop whose callbacks keep coming hands the GIL away
 once per iteration, for a syscall that never blocks (dask/distributed#6325).
 
-This patch makes each zero-timeout poll of an epoll selector the same
-``epoll_wait(epfd, events, maxevents, 0)`` called through ``ctypes.PyDLL``,
-which keeps the GIL, and builds the same ``(key, events)`` list as
-``EpollSelector.select``: every poll is still real, the events and their
-order are the kernel's, so nothing a program can observe changes except
-that the loop thread keeps the GIL.  (It is also cheaper than stock: a
-ctypes call with no argument conversion, and no GIL round trip.)  A poll
-with a timeout may block, so it always goes through stock and releases the
-GIL, as it must.
+While another thread wants the GIL, this patch makes each zero-timeout
+poll of an epoll selector the same ``epoll_wait(epfd, events, maxevents,
+0)`` called through ``ctypes.PyDLL``, which keeps the GIL, and builds the
+same ``(key, events)`` list as ``EpollSelector.select``: every poll is
+still real, the events and their order are the kernel's, so nothing a
+program can observe changes except that the loop thread keeps the GIL
+(Tornado's suite passes with every zero-timeout poll held this way).  A
+poll with a timeout may block, so it always goes through stock and
+releases the GIL, as it must.
 
-Measuring the wait.  Once a second a zero-timeout poll goes through stock
-instead, timed: ``epoll_wait(0)`` returns at once, so its wall time minus
-the thread's CPU time is what getting the GIL (or a CPU) back cost the
-loop thread at that moment.  That goes to ``stats().gil.poll``; under
-contention it costs one switch interval a second, 0.5% of the loop's time.
+When is the GIL wanted?  Every 2 ms one zero-timeout poll releases it on
+purpose, timed: ``epoll_wait(0)`` returns at once, so its wall time minus
+the thread's CPU time is what getting the GIL (or a CPU) back cost.  That
+sample goes to ``stats().gil.poll``.  Polls keep the GIL from then on when
+the sample waited 20 us or more, or when the loop never blocked since the
+previous sample and yet ran less than half of the wall time (it lost the
+GIL at polls the sample did not catch); the next sample comes a second
+later, so under contention sampling costs one switch interval a second.
+Without contention polls stay stock's: the held call costs ~65 ns more
+than stock's in a busy loop (ctypes), which a loop alone should not pay.
 
 Skipping (opt-in, ``poll_us`` > 0): a zero-timeout poll younger than
 ``poll_us`` after the last real one answers "no events" without a syscall.
@@ -42,8 +47,9 @@ before its iteration began and a loop in debug mode poll for real.
 
 Scope: loops created while the patch is installed (the gate is put on a
 loop's selector when the loop is created); ``uninstall()`` takes every gate
-off again.  Fork needs nothing: the
-state is a timestamp of a system-wide monotonic clock.  The gate holds its
+off again.  Fork needs nothing: the state is timestamps of system-wide
+monotonic clocks (a forked child's thread CPU clock restarts, which at
+worst makes its first decision "contended").  The gate holds its
 selector weakly: a strong reference would be a cycle through the
 selector's ``__dict__``, which Tornado's own suite rejects.
 """
@@ -73,7 +79,7 @@ clock: Callable[[], int] = time.perf_counter_ns
 thread_clock: Callable[[], int] = time.thread_time_ns
 #: How often a zero-timeout poll releases the GIL on purpose, timed: while
 #: no contention is seen (a sample costs ~1 us of thread-clock reads) ...
-SAMPLE_NS = 10_000_000
+SAMPLE_NS = 2_000_000
 #: ... and while polls keep the GIL (a sample then costs up to a switch
 #: interval: 0.5% of the loop's time at CPython's 5 ms).
 HELD_SAMPLE_NS = 1_000_000_000
@@ -221,6 +227,9 @@ def put_gate(loop: Any) -> None:
     last_real = now()
     next_sample = last_real
     held = False  # polls keep the GIL: the last sample saw contention
+    # Since the last sample: when it was, the thread's CPU clock then, and
+    # whether the loop blocked in between (then wall time includes idling).
+    sampled_at, sampled_cpu, blocked = last_real, cpu_now(), True
 
     def ready_list(fd_event_list: Any) -> list[tuple[selectors.SelectorKey, int]]:
         ready = []
@@ -237,6 +246,7 @@ def put_gate(loop: Any) -> None:
 
     def select(timeout: float | None = None) -> Any:
         nonlocal last_real, next_sample, held, buffer
+        nonlocal sampled_at, sampled_cpu, blocked
         if timeout is None or timeout > 0:  # may block: stock, GIL released
             wait = -1 if timeout is None else ceil(timeout * 1e3) * 1e-3
             try:
@@ -244,6 +254,7 @@ def put_gate(loop: Any) -> None:
             except InterruptedError:
                 fd_event_list = []
             last_real = now()
+            blocked = True
             return ready_list(fd_event_list)
         started = now()
         if skip_ns and started - last_real < skip_ns:
@@ -260,8 +271,13 @@ def put_gate(loop: Any) -> None:
                 fd_event_list = []
             waited = now() - started - (cpu_now() - cpu)
             gil_wait(waited)
-            held = waited >= CONTENDED_NS
+            # Contended: this poll waited, or the loop never idled since the
+            # last sample and yet ran less than half the time (it lost the
+            # GIL at polls this one sample did not catch).
+            starved = not blocked and (cpu - sampled_cpu) * 2 < started - sampled_at
+            held = waited >= CONTENDED_NS or starved
             next_sample = started + (HELD_SAMPLE_NS if held else SAMPLE_NS)
+            sampled_at, sampled_cpu, blocked = started, cpu, False
             return ready_list(fd_event_list)
         if not held:
             try:
