@@ -79,7 +79,7 @@ def patches_from_environ(
 
 #: Why these defaults: the README's "GIL" section, from bench/switchinterval.py.
 DEFAULT_POLL_US = 0.0
-DEFAULT_SWITCH_INTERVAL_US = 500.0
+DEFAULT_SWITCH_INTERVAL_US = 200.0
 
 
 @dataclass
