@@ -4,8 +4,8 @@
 
 Needs distributed (pip install 'tornado-fastloop[dask]').  Each round runs the whole
 cluster once per arm as fresh subprocesses, in an order that rotates from
-round to round: FASTLOOP unset (stock), FASTLOOP=1 (the default set) and
-FASTLOOP=all,switchinterval (every patch); the scheduler and the
+round to round: FASTLOOP unset (stock), FASTLOOP=1 (the default set), and the
+opt-in patches on top (``ARMS``); the scheduler and the
 nanny-spawned worker processes pick fastloop up from the environment, not
 from code.
 
@@ -31,10 +31,20 @@ from pathlib import Path
 import _results
 from fastloop import ab
 
+#: Arms per scenario: every patch against stock where nothing contends (no
+#: regression), and what each opt-in patch adds where a thread does.
 ARMS = {
-    "stock": None,
-    "FASTLOOP=1": "1",
-    "FASTLOOP=all,switchinterval": "all,switchinterval",
+    "idle": {
+        "stock": None,
+        "FASTLOOP=1": "1",
+        "FASTLOOP=all,poll,switchinterval": "all,poll,switchinterval",
+    },
+    "busy": {
+        "stock": None,
+        "FASTLOOP=1": "1",
+        "FASTLOOP=all,switchinterval": "all,switchinterval",
+        "FASTLOOP=all,poll,switchinterval": "all,poll,switchinterval",
+    },
 }
 
 COMMON = r"""
@@ -172,16 +182,18 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     script, cluster, measures = SCENARIOS[args.scenario]
-    arms = list(ARMS)
+    arms = list(ARMS[args.scenario])
     runs: dict[str, list[dict[str, object]]] = {arm: [] for arm in arms}
     for index in range(args.rounds):
         order = arms[index % len(arms) :] + arms[: index % len(arms)]
         for arm in order:
-            runs[arm].append(one_run(script, ARMS[arm]))
+            runs[arm].append(one_run(script, ARMS[args.scenario][arm]))
         print(f"round {index + 1}/{args.rounds}", file=sys.stderr, flush=True)
     for arm, rows in runs.items():
         active = [row["worker_patches"] for row in rows]
-        assert all(bool(a[0]) == (ARMS[arm] is not None) for a in active), (arm, active)  # type: ignore[index]
+        assert all(
+            bool(a[0]) == (ARMS[args.scenario][arm] is not None) for a in active
+        ), (arm, active)  # type: ignore[index]
     results = [
         ab.paired(
             [r[key] for r in runs["stock"]],  # type: ignore[misc]

@@ -4,7 +4,7 @@
 
 Needs wrk (Debian: apt-get install wrk).  Each round starts the server as a
 fresh subprocess once per arm, in an order that rotates from round to round
-(FASTLOOP unset, FASTLOOP=1, FASTLOOP=all,switchinterval), drives it from a
+(FASTLOOP unset, FASTLOOP=1, the opt-in patches on top), drives it from a
 separate wrk process over loopback, and records requests per second, p99
 latency, and the server's CPU time per 1,000 requests.  ``busy``: the
 server process also runs a thread that computes in pure Python the whole
@@ -66,14 +66,24 @@ def cpu(port: int) -> float:
 
 
 def _ms(text: str) -> float:
-    value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
-    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+    value, unit = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text).groups()  # type: ignore[union-attr]
+    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3}[unit]
 
 
+#: Arms per scenario: every patch against stock where nothing contends (no
+#: regression), and what each opt-in patch adds where a thread does.
 ARMS = {
-    "stock": None,
-    "FASTLOOP=1": "1",
-    "FASTLOOP=all,switchinterval": "all,switchinterval",
+    "idle": {
+        "stock": None,
+        "FASTLOOP=1": "1",
+        "FASTLOOP=all,poll,switchinterval": "all,poll,switchinterval",
+    },
+    "busy": {
+        "stock": None,
+        "FASTLOOP=1": "1",
+        "FASTLOOP=all,switchinterval": "all,switchinterval",
+        "FASTLOOP=all,poll,switchinterval": "all,poll,switchinterval",
+    },
 }
 
 
@@ -120,12 +130,14 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("wrk") is None:
         print("bench/http_app.py needs wrk: apt-get install wrk", file=sys.stderr)
         return 2
-    arms = list(ARMS)
+    arms = list(ARMS[args.scenario])
     runs: dict[str, list[dict[str, float]]] = {arm: [] for arm in arms}
     for index in range(args.rounds):
         shift = index % len(arms)
         for arm in arms[shift:] + arms[:shift]:
-            runs[arm].append(one_run(ARMS[arm], args.seconds, args.scenario))
+            runs[arm].append(
+                one_run(ARMS[args.scenario][arm], args.seconds, args.scenario)
+            )
         print(f"round {index + 1}/{args.rounds}", file=sys.stderr, flush=True)
     stock = runs["stock"]
     measures = (

@@ -305,8 +305,7 @@ def _app_rows() -> list[str]:
     lines = [
         "Whole applications, switched only by `FASTLOOP` in paired subprocesses "
         "(lower is better; `bench/http_app.py`, `bench/dask_app.py`; `FASTLOOP=1` "
-        "is the default set, `FASTLOOP=all,switchinterval` adds the opt-in "
-        "`switchinterval`):",
+        "is the default set; `all,...` adds opt-in patches to it):",
         "",
         "| application | scenario | measure | arm | fastloop/stock [95% CI] | rounds |",
         "|---|---|---|---|---|--:|",

@@ -197,6 +197,6 @@ def test_without_prometheus_client_the_dask_preload_logs_one_line_and_goes_on(
     # The preload speaks on dask's own logger, the one dask's logs show.
     with caplog.at_level(logging.INFO, logger="distributed.preloading"):
         dask_setup(object())
-    assert fastloop.installed() == {"add_callback", "poll", "wakeup", "write_to_fd"}
+    assert fastloop.installed() == {"add_callback", "wakeup", "write_to_fd"}
     [line] = [r.getMessage() for r in caplog.records if "Prometheus" in r.getMessage()]
     assert "tornado-fastloop[prometheus]" in line

@@ -1,9 +1,9 @@
 """Tornado's own test suite must pass with fastloop active, with the same counts.
 
 Both runs go through the interpreter's start-up exactly as a user's would:
-the patched one only sets ``FASTLOOP=all,switchinterval`` (every patch) and
-relies on the installed ``.pth`` hook; a small ``atexit`` probe reports
-which patches were active.
+the patched one only sets ``FASTLOOP=all,poll,switchinterval`` (every
+patch) and relies on the installed ``.pth`` hook; a small ``atexit`` probe
+reports which patches were active.
 
 Tornado's suite fails any test that logs an unexpected warning: the
 patched run uses the default settings, under which nothing warns (the
@@ -101,12 +101,12 @@ def test_tornado_suite_passes_with_the_same_counts_under_fastloop(capsys, tmp_pa
     require_installed_pth()
     stock = run_suite(None)
     profile = tmp_path / "suite.collapsed"
-    patched = run_suite("all,switchinterval", profile)
+    patched = run_suite("all,poll,switchinterval", profile)
     with capsys.disabled():  # the counts belong in the CI log
         print(
             f"\ntornado {tornado.version} suite: stock ran={stock['ran']} "
             f"skipped={stock['skipped']} rc={stock['returncode']}; "
-            f"FASTLOOP=all,switchinterval ran={patched['ran']} "
+            f"FASTLOOP=all,poll,switchinterval ran={patched['ran']} "
             f"skipped={patched['skipped']} "
             f"rc={patched['returncode']} active={patched['active']} "
             f"watchdog heartbeats={patched['heartbeats']} "
@@ -140,7 +140,7 @@ def test_tornado_suite_passes_when_every_zero_timeout_poll_keeps_the_gil(capsys)
     """
     require_installed_pth()
     stock = run_suite(None)
-    held = run_suite("all", prelude=HELD)
+    held = run_suite("all,poll", prelude=HELD)
     with capsys.disabled():
         print(
             f"\ntornado {tornado.version} suite with held polls: ran={held['ran']} "

@@ -55,7 +55,7 @@ def _arms(
     workload: Workload, runner: Runner, uvloop: Runner | None
 ) -> dict[str, ab.Arm]:
     scale = workload.per_round
-    chosen = None if workload.patches is None else list(workload.patches)
+    chosen = list(workload.patches)
 
     def stock() -> float:
         with ab.stock():
@@ -121,7 +121,7 @@ def measure(
         row: dict[str, Any] = {
             "name": name,
             "description": workload.description,
-            "patches": list(workload.patches or _registry.default_set()),
+            "patches": list(workload.patches),
             "per_round": workload.per_round,
             "unit": workload.unit,
             "median_s": {arm: sorted(t)[len(t) // 2] for arm, t in times.items()},

@@ -24,7 +24,7 @@ Runner = Callable[[Coroutine[Any, Any, float]], float]
 class Workload:
     name: str
     description: str
-    patches: tuple[str, ...] | None  # None: the default set
+    patches: tuple[str, ...]
     per_round: int
     unit: str
     run: Callable[[Runner, int], float]  # (runner, scale) -> seconds
@@ -309,7 +309,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             "onloop-chain",
             "each callback adds the next, N times",
-            ("add_callback", "poll"),
+            ("add_callback",),
             50_000,
             "callback",
             onloop_chain,
@@ -382,7 +382,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             "busy-chain",
             "onloop-chain while another thread runs pure Python",
-            None,
+            ("add_callback", "wakeup", "write_to_fd", "poll"),
             10_000,
             "callback",
             busy_chain,
@@ -390,7 +390,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             "busy-pingpong",
             "xthread-ping-pong while another thread runs pure Python",
-            None,
+            ("add_callback", "wakeup", "write_to_fd", "poll"),
             100,
             "ping",
             busy_ping_pong,
@@ -398,7 +398,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             "busy-echo",
             "echo-64B while another thread runs pure Python",
-            None,
+            ("add_callback", "wakeup", "write_to_fd", "poll"),
             200,
             "round trip",
             busy_echo_64,

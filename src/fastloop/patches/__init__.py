@@ -10,5 +10,5 @@ from fastloop._registry import register_lazy
 register_lazy("add_callback", "tornado.platform.asyncio", f"{__name__}.add_callback")
 register_lazy("wakeup", "asyncio.selector_events", f"{__name__}.wakeup")
 register_lazy("write_to_fd", "tornado.iostream", f"{__name__}.write_to_fd")
-register_lazy("poll", "asyncio.selector_events", f"{__name__}.poll")
+register_lazy("poll", "asyncio.selector_events", f"{__name__}.poll", default=False)
 register_lazy("switchinterval", "sys", f"{__name__}.switchinterval", default=False)
