@@ -295,6 +295,7 @@ APPS = (
     ("http_busy.json", "Tornado HTTP server under wrk", "beside a busy thread"),
     ("dask.json", "dask LocalCluster", "idle"),
     ("dask_busy.json", "dask LocalCluster", "busy worker"),
+    ("dask_idle_ablation.json", "dask LocalCluster", "idle, one opt-in patch"),
 )
 
 
