@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -21,6 +22,17 @@ START = f"<!-- results:start {GENERATED} -->"
 END = "<!-- results:end -->"
 OBSERVE_START = f"<!-- observe:start {GENERATED} -->"
 OBSERVE_END = "<!-- observe:end -->"
+METRICS_START = f"<!-- metrics:start {GENERATED} -->"
+METRICS_END = "<!-- metrics:end -->"
+#: The families the README's /metrics excerpt shows, in its order.
+EXCERPT = (
+    "fastloop_write_to_fd_seconds",
+    "fastloop_write_to_fd_written_bytes_total",
+    "fastloop_wakeups_requested_total",
+    "fastloop_gil_wait_at_poll_seconds",
+    "fastloop_watchdog_blocked_seconds_total",
+    "fastloop_patch_installed",
+)
 
 #: The targets the project set itself, shown beside each measured ratio.
 TARGETS = {
@@ -378,6 +390,33 @@ def _switch_rows() -> list[str]:
     return [*lines, ""]
 
 
+def render_metrics() -> str:
+    """Lines of one worker's real scrape (bench/sample_metrics.py), a few families."""
+    text = (RESULTS / "metrics.txt").read_text()
+    keep = []
+    for line in text.splitlines():
+        name = line.split()[2] if line.startswith("# ") else re.split(r"[{ ]", line)[0]
+        family = re.sub(r"_(bucket|count|sum)$", "", name)
+        if family in EXCERPT and "_bucket{" not in line or (
+            family in EXCERPT and ('le="+Inf"' in line or 'le="6.5536e-05"' in line)
+        ):
+            keep.append(line)
+    return "\n".join(
+        [
+            METRICS_START,
+            "(`bench/sample_metrics.py`: LocalCluster with 2 worker processes, "
+            "watchdog at 100 ms, 2,000 tiny tasks and 500 actor calls; the whole "
+            "scrape is `bench/results/metrics.txt`, two buckets of each histogram "
+            "shown here)",
+            "",
+            "```",
+            *keep,
+            "```",
+            METRICS_END,
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
@@ -387,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     for start, end, make in (
         (START, END, render),
         (OBSERVE_START, OBSERVE_END, render_observe),
+        (METRICS_START, METRICS_END, render_metrics),
     ):
         head, found, rest = updated.partition(start)
         if not found:
