@@ -397,7 +397,7 @@ def render_metrics() -> str:
     for line in text.splitlines():
         name = line.split()[2] if line.startswith("# ") else re.split(r"[{ ]", line)[0]
         family = re.sub(r"_(bucket|count|sum)$", "", name)
-        if family in EXCERPT and "_bucket{" not in line or (
+        if (family in EXCERPT and "_bucket{" not in line) or (
             family in EXCERPT and ('le="+Inf"' in line or 'le="6.5536e-05"' in line)
         ):
             keep.append(line)
