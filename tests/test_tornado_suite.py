@@ -66,7 +66,8 @@ def run_suite(
     if fastloop is not None:
         env["FASTLOOP"] = fastloop
         env["FASTLOOP_BLOCK_MS"] = "2000"
-        env["FASTLOOP_PROFILE"] = str(profile)
+        if profile is not None:
+            env["FASTLOOP_PROFILE"] = str(profile)
     result = subprocess.run(
         [sys.executable, "-c", prelude + PROBE],
         env=env,
