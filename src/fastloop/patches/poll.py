@@ -140,14 +140,14 @@ def load_epoll_wait() -> Any:
 #: libc's epoll_wait once loaded (False: not reachable); see load_epoll_wait.
 EPOLL_WAIT: Any = None
 
-_STOCK_NAMES = {
-    "_selector",
-    "poll",
-    "_fd_to_key",
-    "_key_from_fd",
-    "EPOLLIN",
-    "EPOLLOUT",
-}
+#: What ``EpollSelector.select`` uses, as CPython 3.10-3.12 spell it
+#: (``_key_from_fd``, ``~EPOLLIN``) and as 3.13 does (``_fd_to_key.get``,
+#: module constants ``_NOT_EPOLLIN``): the same mapping, which the gate
+#: reproduces; any other spelling is code we have not read.
+_STOCK_SPELLINGS = (
+    {"_selector", "poll", "_fd_to_key", "_key_from_fd", "EPOLLIN", "EPOLLOUT"},
+    {"_selector", "poll", "_fd_to_key", "get", "_NOT_EPOLLIN", "_NOT_EPOLLOUT"},
+)
 
 
 def check(module: ModuleType) -> str | None:
@@ -171,7 +171,8 @@ def check(module: ModuleType) -> str | None:
     if epoll_cls is None:
         return "needs Linux epoll"
     stock_select = getattr(epoll_cls.__dict__.get("select"), "__code__", None)
-    if stock_select is None or not set(stock_select.co_names) >= _STOCK_NAMES:
+    names = set(getattr(stock_select, "co_names", ()))
+    if not any(names >= spelling for spelling in _STOCK_SPELLINGS):
         return "selectors.EpollSelector.select changed"
     # The policy already set, if any (asking would create the default one).
     policy = getattr(events, "_event_loop_policy", None)
