@@ -29,23 +29,8 @@ import sys
 from pathlib import Path
 
 import _results
+from _arms import ARMS, rotated
 from fastloop import ab
-
-#: Arms per scenario: every patch against stock where nothing contends (no
-#: regression), and what each opt-in patch adds where a thread does.
-ARMS = {
-    "idle": {
-        "stock": None,
-        "FASTLOOP=1": "1",
-        "FASTLOOP=all,poll,switchinterval": "all,poll,switchinterval",
-    },
-    "busy": {
-        "stock": None,
-        "FASTLOOP=1": "1",
-        "FASTLOOP=all,switchinterval": "all,switchinterval",
-        "FASTLOOP=all,poll,switchinterval": "all,poll,switchinterval",
-    },
-}
 
 COMMON = r"""
 import json, statistics, sys, time
@@ -185,8 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     arms = list(ARMS[args.scenario])
     runs: dict[str, list[dict[str, object]]] = {arm: [] for arm in arms}
     for index in range(args.rounds):
-        order = arms[index % len(arms) :] + arms[: index % len(arms)]
-        for arm in order:
+        for arm in rotated(arms, index):
             runs[arm].append(one_run(script, ARMS[args.scenario][arm]))
         print(f"round {index + 1}/{args.rounds}", file=sys.stderr, flush=True)
     for arm, rows in runs.items():

@@ -26,6 +26,7 @@ import urllib.request
 from pathlib import Path
 
 import _results
+from _arms import ARMS, rotated
 from fastloop import ab
 
 SERVER = r"""
@@ -68,23 +69,6 @@ def cpu(port: int) -> float:
 def _ms(text: str) -> float:
     value, unit = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text).groups()  # type: ignore[union-attr]
     return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3}[unit]
-
-
-#: Arms per scenario: every patch against stock where nothing contends (no
-#: regression), and what each opt-in patch adds where a thread does.
-ARMS = {
-    "idle": {
-        "stock": None,
-        "FASTLOOP=1": "1",
-        "FASTLOOP=all,poll,switchinterval": "all,poll,switchinterval",
-    },
-    "busy": {
-        "stock": None,
-        "FASTLOOP=1": "1",
-        "FASTLOOP=all,switchinterval": "all,switchinterval",
-        "FASTLOOP=all,poll,switchinterval": "all,poll,switchinterval",
-    },
-}
 
 
 def one_run(fastloop: str | None, seconds: float, scenario: str) -> dict[str, float]:
@@ -133,8 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     arms = list(ARMS[args.scenario])
     runs: dict[str, list[dict[str, float]]] = {arm: [] for arm in arms}
     for index in range(args.rounds):
-        shift = index % len(arms)
-        for arm in arms[shift:] + arms[:shift]:
+        for arm in rotated(arms, index):
             runs[arm].append(
                 one_run(ARMS[args.scenario][arm], args.seconds, args.scenario)
             )
