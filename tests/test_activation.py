@@ -72,7 +72,7 @@ def test_wheel_ships_the_pth_at_its_root(tmp_path):
         assert "fastloop.pth" in archive.namelist()
         shipped = archive.read("fastloop.pth").decode()
         assert "fastloop/py.typed" in archive.namelist()
-    assert shipped == (REPO / "src" / "fastloop.pth").read_text()
+    assert shipped == (REPO / "fastloop.pth").read_text()
 
 
 def test_installed_pth_is_the_one_line_we_ship(pth):
