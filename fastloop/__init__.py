@@ -22,6 +22,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from fastloop._bootstrap import configure
     from fastloop._registry import available, install, installed, patched, uninstall
     from fastloop._stats import (
         Snapshot,
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
         stats,
         stream_stats,
     )
-    from fastloop.config import configure
     from fastloop.profiler import Profile, profile
     from fastloop.watchdog import Watchdog, watch
 
@@ -50,7 +50,7 @@ _HOMES = {
     "reset_stats": "fastloop._stats",
     "stats": "fastloop._stats",
     "stream_stats": "fastloop._stats",
-    "configure": "fastloop.config",
+    "configure": "fastloop._bootstrap",
     "Profile": "fastloop.profiler",
     "profile": "fastloop.profiler",
     "Watchdog": "fastloop.watchdog",

@@ -1,12 +1,20 @@
-"""What the ``fastloop.pth`` line calls when a ``FASTLOOP*`` activation variable is set.
+"""Activation: what the ``fastloop.pth`` line runs at start-up, and ``configure()``.
 
-Runs inside ``site`` at interpreter start-up, before the application: it
-must not raise, must not import Tornado (patches arm post-import hooks
-instead), and reports a bad setting in one line on stderr.  Every process
-started under ``FASTLOOP=1`` pays for what this imports, so it loads the
-settings and the registry only (``fastloop/__init__`` loads its names
-lazily); each patch's module loads with its target module, the watchdog and
-the profiler only when their variable is set.
+The one module that turns settings into running things: the start-up
+sequence (``run()``, called by the ``.pth`` line and the ``sitecustomize``
+fallback when a ``FASTLOOP*`` activation variable is set), ``configure()``
+at run time, and what both set in motion: the process-wide watchdog, the
+GIL probe, the switch interval that follows its setting, and the exit
+report.  (Named for the ``.pth`` line that calls it; the README's start-up
+figure lists the modules that line imports.)
+
+``run()`` runs inside ``site`` at interpreter start-up, before the
+application: it must not raise, must not import Tornado (patches arm
+post-import hooks instead), and reports a bad setting in one line on
+stderr.  Every process started under ``FASTLOOP=1`` pays for what this
+imports, so it loads the settings and the registry only (``fastloop/__init__``
+loads its names lazily); each patch's module loads with its target module,
+the watchdog and the profiler only when their variable is set.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ def run() -> None:
         return
     _started = True
     try:
-        from fastloop import _registry, config, patches  # noqa: F401  (registers)
+        from fastloop import _registry, config
 
         names, problems = config.patches_from_environ(
             os.environ, _registry.known(), _registry.default_set()
@@ -36,7 +44,7 @@ def run() -> None:
             print(problem, file=sys.stderr)
         for name, value in chosen.items():
             setattr(config.settings, name, value)
-        config.apply_side_effects(config.settings.block_ms is not None)
+        follow_settings(config.settings.block_ms is not None)
         if os.environ.get("FASTLOOP_PROFILE"):
             from fastloop import profiler
 
@@ -45,3 +53,84 @@ def run() -> None:
             _registry.install(names)
     except Exception as exc:  # start-up must go on whatever happens here
         print(f"fastloop: not activated: {exc!r}", file=sys.stderr)
+
+
+def configure(**changes: object) -> None:
+    """Change settings at run time; same names and values as the variables.
+
+    Raises ``ValueError`` naming the setting and what it accepts; nothing is
+    changed unless every value is valid.
+    """
+    from fastloop import config
+
+    parsed: dict[str, object] = {}
+    for name, value in changes.items():
+        if name not in config.SETTING_VARIABLES:
+            valid = ", ".join(config.SETTING_VARIABLES)
+            raise ValueError(f"unknown fastloop setting {name!r}; valid: {valid}")
+        try:
+            parsed[name] = config.parse_setting(name, value)
+        except config.SettingError as accepted:
+            raise ValueError(
+                f"fastloop setting {name}={value!r}: expected {accepted}"
+            ) from None
+    for name, value in parsed.items():
+        setattr(config.settings, name, value)
+    follow_settings("block_ms" in parsed, changed=frozenset(parsed))
+
+
+def follow_settings(
+    block_ms_changed: bool = True, changed: frozenset[str] = frozenset()
+) -> None:
+    """Arm the exit report, start or stop the watchdog and the GIL probe."""
+    from fastloop.config import settings
+
+    if settings.report is not None:
+        arm_exit_report()
+    if block_ms_changed:
+        from fastloop import watchdog
+
+        watchdog.follow_setting(settings.block_ms)
+    if "gil_probe_ms" in changed or settings.gil_probe_ms is not None:
+        from fastloop import gil
+
+        gil.follow_setting(settings.gil_probe_ms)
+    if "switch_interval_us" in changed:
+        from fastloop.patches import switchinterval
+
+        switchinterval.follow_setting()
+
+
+_exit_report_armed = [False]
+
+
+def arm_exit_report() -> None:
+    """Write the report when the interpreter exits, as ``settings.report`` says then."""
+    if not _exit_report_armed[0]:
+        _exit_report_armed[0] = True
+        from fastloop import _exit
+
+        _exit.register(_exit_report)
+
+
+def _exit_report() -> None:
+    import json
+
+    from fastloop import _stats
+    from fastloop.config import settings
+
+    target = settings.report
+    if target and target != "stderr":
+        target = target.replace("{pid}", str(os.getpid()))
+    try:
+        if target == "stderr":
+            print(_stats.report(), file=sys.stderr)
+        elif target:
+            with open(target, "w", encoding="utf-8") as handle:
+                json.dump(_stats.stats().to_dict(), handle, indent=1)
+                handle.write("\n")
+    except Exception as exc:  # at exit, one line rather than a traceback
+        print(
+            f"fastloop: could not write the report to {target!r}: {exc}",
+            file=sys.stderr,
+        )

@@ -30,6 +30,8 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any, NamedTuple, Protocol
 
+from fastloop.patches import RECORDS
+
 log = logging.getLogger("fastloop")
 
 _MISSING = object()
@@ -103,7 +105,7 @@ _loop_declines: dict[tuple[str, str], str] = {}
 
 
 def register(patch: Patch | _Lazy, *, default: bool = True) -> None:
-    """Make a patch known by name (done once, by ``fastloop.patches``)."""
+    """Make a patch known by name (``fastloop.patches.RECORDS``, at import)."""
     with _lock:
         _patches[patch.name] = patch
         if default and patch.name not in _default:
@@ -415,5 +417,6 @@ def check(name: str) -> str | None:
     return _safe_check(name, module)
 
 
-# The patch records register themselves here (their modules load later).
-from fastloop import patches as _patches_package  # noqa: E402,F401
+for _row in RECORDS:
+    register_lazy(*_row[:3], default=_row[3])
+del _row

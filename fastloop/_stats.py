@@ -9,9 +9,6 @@ code can bind counters once.
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -473,35 +470,3 @@ def _unless_installed(
     else:
         del lines[title + 1 :]
         lines.append(f"  {patch} is not active in this process: nothing counted")
-
-
-_exit_report_armed = [False]
-
-
-def arm_exit_report() -> None:
-    """Write the report when the interpreter exits, as ``settings.report`` says then."""
-    if not _exit_report_armed[0]:
-        _exit_report_armed[0] = True
-        from fastloop import _exit
-
-        _exit.register(_exit_report)
-
-
-def _exit_report() -> None:
-    from fastloop.config import settings
-
-    target = settings.report
-    if target and target != "stderr":
-        target = target.replace("{pid}", str(os.getpid()))
-    try:
-        if target == "stderr":
-            print(report(), file=sys.stderr)
-        elif target:
-            with open(target, "w", encoding="utf-8") as handle:
-                json.dump(stats().to_dict(), handle, indent=1)
-                handle.write("\n")
-    except Exception as exc:  # at exit, one line rather than a traceback
-        print(
-            f"fastloop: could not write the report to {target!r}: {exc}",
-            file=sys.stderr,
-        )

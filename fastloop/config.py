@@ -1,8 +1,13 @@
-"""Parsing of the ``FASTLOOP*`` environment variables.
+"""The settings (``FASTLOOP*`` variables, ``fastloop.configure()``) and their parsing.
 
 A bad value must never stop the host application: parsing returns what it
 could understand plus a list of problems, each one line naming the
 variable, the bad token and the accepted values.  The caller prints them.
+
+Settings and parsing only: this module imports no other fastloop module
+(patched code reads ``settings`` at call time).  What a change of setting
+sets in motion (the watchdog, the GIL probe, the exit report) is
+``fastloop._bootstrap``'s.
 """
 
 from __future__ import annotations
@@ -236,47 +241,3 @@ def settings_from_environ(
                 Problem(variable, raw, (raw.strip() or raw,), str(accepted))
             )
     return chosen, problems
-
-
-def configure(**changes: object) -> None:
-    """Change settings at run time; same names and values as the variables.
-
-    Raises ``ValueError`` naming the setting and what it accepts; nothing is
-    changed unless every value is valid.
-    """
-    parsed: dict[str, object] = {}
-    for name, value in changes.items():
-        if name not in SETTING_VARIABLES:
-            valid = ", ".join(SETTING_VARIABLES)
-            raise ValueError(f"unknown fastloop setting {name!r}; valid: {valid}")
-        try:
-            parsed[name] = parse_setting(name, value)
-        except SettingError as accepted:
-            raise ValueError(
-                f"fastloop setting {name}={value!r}: expected {accepted}"
-            ) from None
-    for name, value in parsed.items():
-        setattr(settings, name, value)
-    apply_side_effects("block_ms" in parsed, changed=frozenset(parsed))
-
-
-def apply_side_effects(
-    block_ms_changed: bool = True, changed: frozenset[str] = frozenset()
-) -> None:
-    """Arm the exit report, and start or stop the process-wide watchdog."""
-    if settings.report is not None:
-        from fastloop import _stats
-
-        _stats.arm_exit_report()
-    if block_ms_changed:
-        from fastloop import watchdog
-
-        watchdog.follow_setting(settings.block_ms)
-    if "gil_probe_ms" in changed or settings.gil_probe_ms is not None:
-        from fastloop import gil
-
-        gil.follow_setting(settings.gil_probe_ms)
-    if "switch_interval_us" in changed:
-        from fastloop.patches import switchinterval
-
-        switchinterval.follow_setting()

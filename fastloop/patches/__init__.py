@@ -1,14 +1,16 @@
-"""The patch records, one module each, registered in default-set order.
+"""The patches, one module each: what fastloop changes in Tornado and asyncio.
 
-``register_lazy`` names a patch and its target without importing its
-module, which loads when the target module is imported (start-up pays for
-no patch whose target the application never imports).
+``RECORDS`` names each patch, its target module and its own module, in
+default-set order; the registry knows them by that row and imports a
+patch's module only with its target (start-up pays for no patch whose
+target the application never imports).  This package imports nothing.
 """
 
-from fastloop._registry import register_lazy
-
-register_lazy("add_callback", "tornado.platform.asyncio", f"{__name__}.add_callback")
-register_lazy("wakeup", "asyncio.selector_events", f"{__name__}.wakeup")
-register_lazy("write_to_fd", "tornado.iostream", f"{__name__}.write_to_fd")
-register_lazy("poll", "asyncio.selector_events", f"{__name__}.poll")
-register_lazy("switchinterval", "sys", f"{__name__}.switchinterval", default=False)
+#: (name, target module, the patch's module, in the default set)
+RECORDS = (
+    ("add_callback", "tornado.platform.asyncio", f"{__name__}.add_callback", True),
+    ("wakeup", "asyncio.selector_events", f"{__name__}.wakeup", True),
+    ("write_to_fd", "tornado.iostream", f"{__name__}.write_to_fd", True),
+    ("poll", "asyncio.selector_events", f"{__name__}.poll", True),
+    ("switchinterval", "sys", f"{__name__}.switchinterval", False),
+)
