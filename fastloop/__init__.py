@@ -32,8 +32,8 @@ if TYPE_CHECKING:
         stats,
         stream_stats,
     )
-    from fastloop.profiler import Profile, profile
-    from fastloop.watchdog import Watchdog, watch
+    from fastloop.observers.profiler import Profile, profile
+    from fastloop.observers.watchdog import Watchdog, watch
 
 __version__ = "0.1.0"
 
@@ -51,10 +51,10 @@ _HOMES = {
     "stats": "fastloop._stats",
     "stream_stats": "fastloop._stats",
     "configure": "fastloop._bootstrap",
-    "Profile": "fastloop.profiler",
-    "profile": "fastloop.profiler",
-    "Watchdog": "fastloop.watchdog",
-    "watch": "fastloop.watchdog",
+    "Profile": "fastloop.observers.profiler",
+    "profile": "fastloop.observers.profiler",
+    "Watchdog": "fastloop.observers.watchdog",
+    "watch": "fastloop.observers.watchdog",
 }
 
 __all__ = [

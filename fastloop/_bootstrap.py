@@ -46,7 +46,7 @@ def run() -> None:
             setattr(config.settings, name, value)
         follow_settings(config.settings.block_ms is not None)
         if os.environ.get("FASTLOOP_PROFILE"):
-            from fastloop import profiler
+            from fastloop.observers import profiler
 
             profiler.profile_until_exit(os.environ["FASTLOOP_PROFILE"], os.environ)
         if os.environ.get("FASTLOOP") and (names is None or names):
@@ -88,11 +88,11 @@ def follow_settings(
     if settings.report is not None:
         arm_exit_report()
     if block_ms_changed:
-        from fastloop import watchdog
+        from fastloop.observers import watchdog
 
         watchdog.follow_setting(settings.block_ms)
     if "gil_probe_ms" in changed or settings.gil_probe_ms is not None:
-        from fastloop import gil
+        from fastloop.observers import gil
 
         gil.follow_setting(settings.gil_probe_ms)
     if "switch_interval_us" in changed:

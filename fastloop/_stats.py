@@ -13,7 +13,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fastloop import _counters, _fork, _registry, gil
+from fastloop import _counters, _fork, _registry
 from fastloop._counters import (
     ONLOOP_BATCHES,
     ONLOOP_EXTRA,
@@ -25,10 +25,11 @@ from fastloop._counters import (
     WAKEUPS_REQUESTED,
     WAKEUPS_WRITTEN,
 )
-from fastloop._gil_stats import GilStats, advice
 from fastloop._histogram import BUCKETS
 from fastloop._histogram import buckets as _buckets
 from fastloop._histogram import percentile as _percentile
+from fastloop.observers import gil
+from fastloop.observers._gil_stats import GilStats, advice
 
 _COUNTERS = {
     "onloop_batches": ONLOOP_BATCHES,

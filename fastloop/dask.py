@@ -26,8 +26,8 @@ import logging
 from typing import Any, TypeVar
 
 from fastloop import _registry
-from fastloop._gil_stats import GilStats, GilWaits, advice
 from fastloop._stats import WatchdogStats, WriteStats, stats
+from fastloop.observers._gil_stats import GilStats, GilWaits, advice
 
 T = TypeVar("T", WriteStats, WatchdogStats, GilWaits)
 

@@ -128,7 +128,7 @@ def test_the_graph_sees_module_level_imports_only():
     graph = import_graph()
     assert "fastloop._registry" in graph["fastloop.patches.add_callback"]
     # configure() loads the watchdog lazily: not an edge.
-    assert "fastloop.watchdog" not in graph["fastloop._bootstrap"]
+    assert "fastloop.observers.watchdog" not in graph["fastloop._bootstrap"]
     assert graph["fastloop"] == set()  # names load lazily: start-up cost
 
 

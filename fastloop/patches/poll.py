@@ -69,9 +69,10 @@ from types import ModuleType
 from typing import Any
 
 from fastloop import _counters as stats
-from fastloop import _registry, gil
+from fastloop import _registry
 from fastloop._registry import Patch, Swap
 from fastloop.config import settings
+from fastloop.observers import gil
 
 #: The clock of the gate, read when a loop is created (tests substitute it).
 clock: Callable[[], int] = time.perf_counter_ns

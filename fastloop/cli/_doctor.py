@@ -12,7 +12,9 @@ from importlib import metadata
 from typing import Any
 
 import fastloop
-from fastloop import _launch, _registry, _stats, ab, config, watchdog
+from fastloop import _registry, _stats, ab, config
+from fastloop.cli import _launch
+from fastloop.observers import watchdog
 
 
 def _version(distribution: str) -> str | None:

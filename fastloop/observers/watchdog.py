@@ -29,9 +29,10 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
-from fastloop import _fork, _loops
+from fastloop import _fork
 from fastloop._stats import WATCHDOG
-from fastloop._ticker import Ticker, positive_ms
+from fastloop.observers import _loops
+from fastloop.observers._ticker import Ticker, positive_ms
 
 log = logging.getLogger("fastloop")
 

@@ -26,27 +26,27 @@ def _names(kind: str, known: Callable[[], Sequence[str]]) -> Callable[[str], lis
     return parse
 
 
-def _workloads() -> Sequence[str]:
-    from fastloop.workloads import WORKLOADS
+def _workload_names() -> Sequence[str]:
+    from fastloop.cli._workloads import WORKLOADS
 
     return list(WORKLOADS)
 
 
-def _patches() -> Sequence[str]:
+def _patch_names() -> Sequence[str]:
     from fastloop import _registry
 
     return _registry.known()
 
 
 def _bench_seconds(run: str) -> int:
-    from fastloop import _bench
+    from fastloop.cli import _bench
 
     return _bench.MEASURED_SECONDS[run]
 
 
 def _rounds(text: str) -> int:
     """--rounds: enough rounds for the distribution-free 95% interval it prints."""
-    from fastloop import _bench
+    from fastloop.cli import _bench
 
     try:
         value = int(text)
@@ -100,7 +100,7 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
     bench.add_argument(
         "--only",
-        type=_names("workload", _workloads),
+        type=_names("workload", _workload_names),
         metavar="NAMES",
         help="comma list of workloads (default: all)",
     )
@@ -130,7 +130,7 @@ def parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--patches",
-        type=_names("patch", _patches),
+        type=_names("patch", _patch_names),
         metavar="NAMES",
         help="comma list of patches (default: all)",
     )
@@ -211,13 +211,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     top = parser()
     args = top.parse_args(argv)
     if args.command == "bench":
-        from fastloop import _bench
+        from fastloop.cli import _bench
 
         return _bench.run(
             args.only, args.loop, args.quick, args.rounds, args.json, args.plot
         )
     if args.command == "run":
-        from fastloop import _launch
+        from fastloop.cli import _launch
 
         command = list(args.command_args)
         if command[:1] == ["--"]:
@@ -243,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "doctor":
         import json
 
-        from fastloop import _doctor
+        from fastloop.cli import _doctor
 
         if args.loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
             print("fastloop doctor: --loop uvloop needs uvloop", file=sys.stderr)
