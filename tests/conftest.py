@@ -13,6 +13,7 @@ import pytest
 from tornado.ioloop import IOLoop
 
 import fastloop
+from fastloop.patches.add_callback import CallbackBatch
 from tests_support import site_directories
 
 T = TypeVar("T")
@@ -85,7 +86,7 @@ def differential(scenario: Callable[[], T], patches: list[str]) -> tuple[T, T]:
 def batches_queued(loop: asyncio.AbstractEventLoop) -> int:
     """How many fastloop batches sit in the loop's ready queue (0 under stock)."""
     ready = getattr(loop, "_ready", ())
-    return sum(type(handle).__name__ == "CallbackBatch" for handle in ready)
+    return sum(type(handle) is CallbackBatch for handle in ready)
 
 
 _ADDRESS = re.compile(r"0x[0-9a-f]+")
