@@ -21,16 +21,31 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+#: The variables whose presence activates fastloop at start-up.  The
+#: ``fastloop.pth`` line spells them out itself, because it must import
+#: nothing while they are unset; a test keeps it in step with this.
+ACTIVATING = ("FASTLOOP", "FASTLOOP_BLOCK_MS", "FASTLOOP_PROFILE", "FASTLOOP_REPORT")
 
 _started = False
 
 
+def activated(environ: Mapping[str, str]) -> bool:
+    """Whether the environment asks for fastloop at start-up."""
+    return any(environ.get(variable) for variable in ACTIVATING)
+
+
 def run() -> None:
+    """Start-up: act on the ``FASTLOOP*`` variables, if one activates fastloop."""
     # In a virtual environment ``site`` may process site-packages twice (once
     # for the venv, once for the prefixes it points at) and runs every .pth
     # line each time: act on the first call only.
     global _started
-    if _started:
+    if _started or not activated(os.environ):
         return
     _started = True
     try:

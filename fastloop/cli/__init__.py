@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from fastloop import config
+
 
 def _names(kind: str, known: Callable[[], Sequence[str]]) -> Callable[[str], list[str]]:
     """An argparse type: a comma list, each name one of ``known()``."""
@@ -188,21 +190,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
+    value = config.finite_number(text, positive=False)
+    if value is None:
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
     return value
 
 
 def _positive_ms(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value < float("inf"):
+    value = config.finite_number(text, positive=True)
+    if value is None:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
     return value
 

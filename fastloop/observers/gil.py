@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 
 from fastloop import _fork
 from fastloop._histogram import BUCKETS, buckets
-from fastloop.observers._ticker import Ticker, positive_ms
+from fastloop.config import positive_ms
+from fastloop.observers._ticker import Ticker
 
 if TYPE_CHECKING:
     from fastloop.observers._gil_stats import GilStats, GilWaits

@@ -31,8 +31,9 @@ from typing import Any
 
 from fastloop import _fork
 from fastloop._stats import WATCHDOG
+from fastloop.config import positive_ms
 from fastloop.observers import _loops
-from fastloop.observers._ticker import Ticker, positive_ms
+from fastloop.observers._ticker import Ticker
 
 log = logging.getLogger("fastloop")
 
