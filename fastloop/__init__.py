@@ -24,14 +24,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from fastloop._bootstrap import configure
     from fastloop._registry import available, install, installed, patched, uninstall
-    from fastloop._stats import (
-        Snapshot,
-        StreamStats,
-        report,
-        reset_stats,
-        stats,
-        stream_stats,
-    )
+    from fastloop._report import report
+    from fastloop._snapshot import Snapshot, StreamStats
+    from fastloop._stats import reset_stats, stats, stream_stats
     from fastloop.observers.profiler import Profile, profile
     from fastloop.observers.watchdog import Watchdog, watch
 
@@ -44,9 +39,9 @@ _HOMES = {
     "installed": "fastloop._registry",
     "patched": "fastloop._registry",
     "uninstall": "fastloop._registry",
-    "Snapshot": "fastloop._stats",
-    "StreamStats": "fastloop._stats",
-    "report": "fastloop._stats",
+    "Snapshot": "fastloop._snapshot",
+    "StreamStats": "fastloop._snapshot",
+    "report": "fastloop._report",
     "reset_stats": "fastloop._stats",
     "stats": "fastloop._stats",
     "stream_stats": "fastloop._stats",

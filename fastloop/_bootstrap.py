@@ -131,7 +131,7 @@ def arm_exit_report() -> None:
 def _exit_report() -> None:
     import json
 
-    from fastloop import _stats
+    from fastloop import _report, _stats
     from fastloop.config import settings
 
     target = settings.report
@@ -139,7 +139,7 @@ def _exit_report() -> None:
         target = target.replace("{pid}", str(os.getpid()))
     try:
         if target == "stderr":
-            print(_stats.report(), file=sys.stderr)
+            print(_report.report(), file=sys.stderr)
         elif target:
             with open(target, "w", encoding="utf-8") as handle:
                 json.dump(_stats.stats().to_dict(), handle, indent=1)

@@ -1,8 +1,8 @@
 """The counters the patches bump on their hot paths: cheap to import.
 
-Kept apart from ``_stats`` (snapshots and the report, which build
-dataclasses at import) so that a process started with ``FASTLOOP=1`` pays
-only for these until it asks for ``stats()``.
+Kept apart from ``_stats``, ``_snapshot`` and ``_report`` (the snapshots'
+dataclasses cost time to define at import) so that a process started with
+``FASTLOOP=1`` pays only for these until it asks for ``stats()``.
 
 Counters are bumped from any thread: by producers of cross-thread callbacks
 and by every loop thread.  ``itertools.count.__next__`` is one C call, so an

@@ -26,7 +26,8 @@ import logging
 from typing import Any, TypeVar
 
 from fastloop import _registry
-from fastloop._stats import WatchdogStats, WriteStats, stats
+from fastloop._snapshot import WatchdogStats, WriteStats
+from fastloop._stats import stats
 from fastloop.observers._gil_stats import GilStats, GilWaits, advice
 
 T = TypeVar("T", WriteStats, WatchdogStats, GilWaits)

@@ -1,4 +1,4 @@
-"""The package's shape: every module imports alone, and no import cycle.
+"""The package's shape: every module imports alone, no import cycle, small parts.
 
 Read from the installed package, as every test here is.  An import cycle
 counts only module-level imports (those run while a module is imported;
@@ -169,3 +169,20 @@ def test_every_module_imports_alone_in_a_fresh_interpreter(name):
         check=False,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_no_module_over_400_lines_and_no_function_over_80():
+    import pytest_fastloop
+
+    sources = {**modules(), "pytest_fastloop": Path(pytest_fastloop.__file__)}
+    too_long = []
+    for name, path in sources.items():
+        source = path.read_text()
+        if len(source.splitlines()) > 400:
+            too_long.append(f"{name}: {len(source.splitlines())} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > 80:
+                    too_long.append(f"{name}.{node.name}: {length} lines")
+    assert too_long == []

@@ -15,7 +15,7 @@ from tornado.ioloop import IOLoop
 
 import fastloop
 from fastloop import _registry
-from fastloop._registry import Patch, Swap
+from fastloop.patches import Patch, Swap
 
 DEFAULT = frozenset({"add_callback", "wakeup", "write_to_fd", "poll"})
 STOCK_ADD_CALLBACK = tornado_asyncio.BaseAsyncIOLoop.__dict__["add_callback"]

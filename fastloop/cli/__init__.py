@@ -7,8 +7,12 @@ import importlib.util
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeAlias
 
 from fastloop import config
+
+#: What ``add_subparsers`` returns: each command adds its own parser to it.
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def _names(kind: str, known: Callable[[], Sequence[str]]) -> Callable[[str], list[str]]:
@@ -91,6 +95,14 @@ def parser() -> argparse.ArgumentParser:
     )
     top.add_argument("--version", action="version", version=_version())
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_bench(commands)
+    _add_run(commands)
+    _add_doctor(commands)
+    _add_flamegraph(commands)
+    return top
+
+
+def _add_bench(commands: Commands) -> None:
     bench = commands.add_parser(
         "bench",
         help="A/B the built-in workloads: stock against fastloop, as ratios",
@@ -125,6 +137,9 @@ def parser() -> argparse.ArgumentParser:
         metavar="FILE.png",
         help="bar chart of the ratios (needs matplotlib)",
     )
+
+
+def _add_run(commands: Commands) -> None:
     run = commands.add_parser(
         "run",
         help="run a command (and every Python process it starts) with fastloop",
@@ -166,10 +181,23 @@ def parser() -> argparse.ArgumentParser:
         "child processes write FILE.<pid>",
     )
     run.add_argument("command_args", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
+
+
+def _add_doctor(commands: Commands) -> None:
     doctor = commands.add_parser(
         "doctor",
         help="check this interpreter: versions, loop, .pth hook, each patch's verdict",
     )
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    doctor.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        help="answer for an application that runs this loop "
+        "(default: the one this interpreter's policy makes)",
+    )
+
+
+def _add_flamegraph(commands: Commands) -> None:
     flamegraph = commands.add_parser(
         "flamegraph",
         help="draw a profile's collapsed stacks as a flame graph (SVG or PNG)",
@@ -179,14 +207,6 @@ def parser() -> argparse.ArgumentParser:
     from fastloop import flamegraph as _flamegraph
 
     _flamegraph.add_arguments(flamegraph)
-    doctor.add_argument("--json", action="store_true", help="machine-readable output")
-    doctor.add_argument(
-        "--loop",
-        choices=("asyncio", "uvloop"),
-        help="answer for an application that runs this loop "
-        "(default: the one this interpreter's policy makes)",
-    )
-    return top
 
 
 def _non_negative(text: str) -> float:

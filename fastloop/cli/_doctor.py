@@ -126,7 +126,7 @@ def diagnose(
         "pth_installed": _launch.pth_active(),
         "installed_now": sorted(_registry.installed()),
         "watchdog": {
-            "running_now": _stats.WATCHDOG.snapshot().watching,
+            "running_now": watchdog.WATCHDOG.snapshot().watching,
             "threshold_ms": running.threshold_ms if running else None,
             "block_ms_setting": env.get("FASTLOOP_BLOCK_MS"),
         },
