@@ -10,6 +10,7 @@ swapping objects, so patched code can bind counters once.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from fastloop import _counters, _registry
 from fastloop._counters import (
@@ -22,6 +23,7 @@ from fastloop._counters import (
     SLOW_WRITES,
     WAKEUPS_REQUESTED,
     WAKEUPS_WRITTEN,
+    WRITE_COUNTS,
 )
 from fastloop._histogram import BUCKETS
 from fastloop._histogram import buckets as _buckets
@@ -65,22 +67,41 @@ def stream_stats(stream: object) -> StreamStats:
     )
 
 
+def _no_writes() -> dict[str, Any]:
+    return {**dict.fromkeys(WRITE_COUNTS, 0), "histogram": [0] * BUCKETS}
+
+
 _baseline_lock = threading.Lock()
 _baseline_counters: dict[str, int] = dict.fromkeys(_COUNTERS, 0)
-_baseline_writes: list[int] = [0] * (8 + BUCKETS)
+_baseline_writes: dict[str, Any] = _no_writes()
 
 
-def _write_totals() -> tuple[list[int], int]:
+def _write_totals() -> tuple[dict[str, Any], int]:
     """Folded plus live streams' counters, and the maximum since the last reset."""
     with _counters.writes_lock():
         every = _counters.every_stream()
-    sums = [0] * (8 + BUCKETS)
+    sums = _no_writes()
+    histogram = sums["histogram"]
     max_ns = 0
     for counters in every:
-        for index, value in enumerate(counters.totals()):
-            sums[index] += value
+        totals = counters.totals()
+        for name in WRITE_COUNTS:
+            sums[name] += totals[name]
+        for index, count in enumerate(totals["histogram"]):
+            histogram[index] += count
         max_ns = max(max_ns, counters.max_ns)
     return sums, max_ns
+
+
+def _since_baseline(sums: dict[str, Any]) -> dict[str, Any]:
+    writes = {name: sums[name] - _baseline_writes[name] for name in WRITE_COUNTS}
+    writes["histogram"] = [
+        count - base
+        for count, base in zip(
+            sums["histogram"], _baseline_writes["histogram"], strict=True
+        )
+    ]
+    return writes
 
 
 def stats() -> Snapshot:
@@ -88,13 +109,8 @@ def stats() -> Snapshot:
     with _baseline_lock:
         now = {n: c.value() - _baseline_counters[n] for n, c in _COUNTERS.items()}
         sums, max_ns = _write_totals()
-        writes = [
-            value - base for value, base in zip(sums, _baseline_writes, strict=True)
-        ]
-    calls, offered, written, would_block, errors, wall_ns, cpu_ns, cpu_calls = writes[
-        :8
-    ]
-    histogram = _buckets(writes[8:])
+        writes = _since_baseline(sums)
+    calls, cpu_ns, cpu_calls = writes["calls"], writes["cpu_ns"], writes["cpu_calls"]
     return Snapshot(
         add_callback=AddCallbackStats(
             remote_callbacks=now["remote_callbacks"],
@@ -108,17 +124,17 @@ def stats() -> Snapshot:
         ),
         write_to_fd=WriteStats(
             calls=calls,
-            bytes_offered=offered,
-            bytes_written=written,
-            would_block=would_block,
-            errors=errors,
-            total_ns=wall_ns,
+            bytes_offered=writes["offered"],
+            bytes_written=writes["written"],
+            would_block=writes["would_block"],
+            errors=writes["errors"],
+            total_ns=writes["wall_ns"],
             max_ns=max_ns if calls else 0,
             slow=now["slow_writes"],
             cpu_ns=cpu_ns,
             cpu_calls=cpu_calls,
             stalled_ns=max(0, _cpu_timed_wall(writes) - cpu_ns) if cpu_calls else 0,
-            histogram=histogram,
+            histogram=_buckets(writes["histogram"]),
         ),
         watchdog=WATCHDOG.snapshot(),
         poll=PollStats(skipped=now["polls_skipped"]),
@@ -127,10 +143,12 @@ def stats() -> Snapshot:
     )
 
 
-def _cpu_timed_wall(writes: list[int]) -> int:
+def _cpu_timed_wall(writes: dict[str, Any]) -> int:
     # Wall time is only comparable with CPU time when every call was CPU-timed;
     # when the setting changed mid-run, scale to the CPU-timed share of calls.
-    calls, wall_ns, cpu_calls = writes[0], writes[5], writes[7]
+    calls: int = writes["calls"]
+    wall_ns: int = writes["wall_ns"]
+    cpu_calls: int = writes["cpu_calls"]
     return wall_ns if cpu_calls >= calls else wall_ns * cpu_calls // max(calls, 1)
 
 
@@ -140,7 +158,7 @@ def reset_stats() -> None:
         for name, counter in _COUNTERS.items():
             _baseline_counters[name] = counter.value()
         sums, _ = _write_totals()
-        _baseline_writes[:] = sums
+        _baseline_writes.update(sums)
         with _counters.writes_lock():
             for counters in _counters.every_stream():
                 counters.max_before = max(counters.max_before, counters.max_ns)
