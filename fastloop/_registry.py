@@ -71,6 +71,16 @@ def register(patch: Patch | _Lazy, *, default: bool = True) -> None:
             _default.append(patch.name)
 
 
+def unregister(name: str) -> None:
+    """Forget a patch registered at run time (uninstalled first, if it is on)."""
+    with _lock:
+        uninstall([name])
+        _patches.pop(name, None)
+        _declined.pop(name, None)
+        if name in _default:
+            _default.remove(name)
+
+
 def register_lazy(name: str, target: str, module: str, *, default: bool = True) -> None:
     """Know a patch by name now; import ``module`` (its ``PATCH``) with ``target``."""
     register(_Lazy(name, target, module), default=default)

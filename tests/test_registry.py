@@ -159,13 +159,11 @@ def extra_patches():
         check=lambda module: None,
         apply=lambda module: [Swap(module, "value", "half"), Swap(int, "x", 1)],
     )
-    before = dict(_registry._patches)
     for patch in (good, bad, broken):
         _registry.register(patch, default=False)
     yield target
-    fastloop.uninstall([p.name for p in (good, bad, broken)])
-    _registry._patches.clear()
-    _registry._patches.update(before)
+    for patch in (good, bad, broken):
+        _registry.unregister(patch.name)
     del sys.modules[target.__name__]
 
 
