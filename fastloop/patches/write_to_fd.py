@@ -15,7 +15,8 @@ The stream's counters are one attribute of the stream, ``_fastloop_writes``,
 set on its first write: ``stream_stats`` must still answer in a close
 callback, after Tornado has dropped the stream's buffers.  (CPython 3.11+
 shares at most 30 attribute names among a class's instances and an
-IOStream uses 27; this is one more, and the only one fastloop adds.)
+IOStream uses 27; this is one more, and the only one fastloop adds:
+tests/test_write_to_fd.py fails when they no longer fit.)
 
 Like stock, the wrapper drops its reference to ``data`` before returning or
 raising: a live memoryview export would stop the stream from resizing its
