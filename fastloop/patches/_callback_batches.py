@@ -112,7 +112,8 @@ def run_items(ioloop: Any, loop: Any, items: Sequence[Any], handle: Any) -> None
     """Run flat (callback, args, kwargs, context, ...) items in order."""
     # Flat rather than a list of tuples: one GC-tracked object fewer per
     # callback.  A lone callback (a callback chain, a cross-thread ping)
-    # skips building the grouping iterator: ~15% of a chain's cost.
+    # skips building the grouping iterator: ~15% of a chain's cost
+    # (fastloop bench, onloop-chain: 0.97 -> 0.82 of stock in commit 74e731b).
     remaining = None if len(items) == 4 else iter(items)
     if remaining is None:
         groups: Any = (items,)
