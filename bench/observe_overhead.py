@@ -34,7 +34,8 @@ from pathlib import Path
 
 import _results
 import fastloop
-from fastloop import ab, workloads
+from fastloop import ab
+from fastloop.cli import _workloads as workloads
 
 SCALES = {"onloop-chain": 200_000, "echo-64B": 20_000}
 

@@ -9,6 +9,7 @@ such file: the tests skip locally and fail under CI (``CI`` set).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -72,13 +73,19 @@ def test_wheel_ships_the_pth_at_its_root(tmp_path):
         assert "fastloop.pth" in archive.namelist()
         shipped = archive.read("fastloop.pth").decode()
         assert "fastloop/py.typed" in archive.namelist()
-    assert shipped == (REPO / "src" / "fastloop.pth").read_text()
+    assert shipped == (REPO / "fastloop.pth").read_text()
 
 
 def test_installed_pth_is_the_one_line_we_ship(pth):
     lines = [line for line in pth.read_text().splitlines() if line.strip()]
     assert len(lines) == 1
     assert lines[0].startswith("import os;")
+    # The line spells out the activating variables (it must import nothing
+    # while they are unset): the same ones as fastloop._bootstrap's.
+    from fastloop import _bootstrap
+
+    spelled = re.findall(r'os\.environ\.get\("(\w+)"\)', lines[0])
+    assert tuple(spelled) == _bootstrap.ACTIVATING
 
 
 @pytest.mark.parametrize(

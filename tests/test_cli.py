@@ -189,7 +189,7 @@ def test_version_names_fastloop_tornado_and_python():
 
 
 def test_bench_help_says_what_it_means(capsys):
-    from fastloop import _bench
+    from fastloop.cli import _bench
 
     with pytest.raises(SystemExit):
         cli.main(["bench", "--help"])
@@ -200,7 +200,7 @@ def test_bench_help_says_what_it_means(capsys):
 
 
 def test_min_rounds_is_the_fewest_that_bound_the_median():
-    from fastloop import _bench
+    from fastloop.cli import _bench
 
     needed = _bench.min_rounds(0.95)
     assert needed == 6

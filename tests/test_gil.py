@@ -8,7 +8,8 @@ import time
 import pytest
 
 import fastloop
-from fastloop import config, gil
+from fastloop import config
+from fastloop.observers import gil
 
 
 @pytest.fixture(autouse=True)
@@ -113,7 +114,7 @@ def test_no_advice_once_switchinterval_is_installed(monkeypatch):
 
 
 def test_doctor_json_carries_the_gil_section():
-    from fastloop import _doctor
+    from fastloop.cli import _doctor
 
     fastloop.reset_stats()
     contended()

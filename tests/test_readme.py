@@ -36,4 +36,7 @@ def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one(readme):
     bench_command, test_command = commands
     assert "fastloop bench" in bench_command
     assert "pytest" in test_command
+    # The pytest script: `python -m pytest` puts the checkout's fastloop/
+    # first on sys.path, and the tests must exercise the installed wheel.
+    assert "-m pytest" not in test_command
     assert test_command in (REPO / ".ci" / "run").read_text()

@@ -15,7 +15,7 @@ from tornado.ioloop import IOLoop
 
 import fastloop
 from fastloop import _registry
-from fastloop._registry import Patch, Swap
+from fastloop.patches import Patch, Swap
 
 DEFAULT = frozenset({"add_callback", "wakeup", "write_to_fd"})
 STOCK_ADD_CALLBACK = tornado_asyncio.BaseAsyncIOLoop.__dict__["add_callback"]
@@ -159,13 +159,11 @@ def extra_patches():
         check=lambda module: None,
         apply=lambda module: [Swap(module, "value", "half"), Swap(int, "x", 1)],
     )
-    before = dict(_registry._patches)
     for patch in (good, bad, broken):
         _registry.register(patch, default=False)
     yield target
-    fastloop.uninstall([p.name for p in (good, bad, broken)])
-    _registry._patches.clear()
-    _registry._patches.update(before)
+    for patch in (good, bad, broken):
+        _registry.unregister(patch.name)
     del sys.modules[target.__name__]
 
 

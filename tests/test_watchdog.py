@@ -14,7 +14,8 @@ import pytest
 from tornado.ioloop import IOLoop
 
 import fastloop
-from fastloop import _doctor, _ticker, watchdog
+from fastloop.cli import _doctor
+from fastloop.observers import _ticker, watchdog
 from tests_support import require_installed_pth
 
 

@@ -510,3 +510,28 @@ def test_exit_report_in_a_subprocess(tmp_path, target):
     else:
         data = json.loads(path.read_text())
         assert data["write_to_fd"]["bytes_written"] == 10_000
+
+
+#: CPython 3.11+ shares the attribute names of a class's instances up to this
+#: many (``SHARED_KEYS_MAX_SIZE``, Objects/dictobject.c); an instance past it
+#: gets a dict of its own, and every attribute access on it slows down.
+SHARED_KEYS_MAX = 30
+
+
+def test_an_iostream_with_our_counters_stays_within_the_shared_names():
+    """The module docstring's fact: IOStream's names plus ours fit in 30."""
+
+    async def main():
+        client, server_side, server = await stream_pair()
+        await client.write(b"x" * 64)
+        await server_side.read_bytes(64)
+        names = set(vars(client))  # after a write: our attribute is set
+        client.close()
+        server_side.close()
+        server.stop()
+        return names
+
+    with fastloop.patched(PATCH):
+        names = asyncio.run(main())
+    assert "_fastloop_writes" in names
+    assert len(names) <= SHARED_KEYS_MAX, sorted(names)

@@ -10,10 +10,19 @@ from pathlib import Path
 import pytest
 
 
+def site_directories() -> set[Path]:
+    """This interpreter's site-packages directories (the venv's, under a venv)."""
+    paths = sysconfig.get_paths()
+    found = {*site.getsitepackages(), paths["purelib"], paths["platlib"]}
+    if site.ENABLE_USER_SITE:
+        found.add(site.getusersitepackages())
+    return {Path(directory).resolve() for directory in found}
+
+
 def installed_pth() -> Path | None:
     """The fastloop.pth that pip put in site-packages, if any."""
-    for directory in {*site.getsitepackages(), sysconfig.get_paths()["purelib"]}:
-        candidate = Path(directory) / "fastloop.pth"
+    for directory in site_directories():
+        candidate = directory / "fastloop.pth"
         if candidate.exists():
             return candidate
     return None

@@ -15,7 +15,8 @@ The stream's counters are one attribute of the stream, ``_fastloop_writes``,
 set on its first write: ``stream_stats`` must still answer in a close
 callback, after Tornado has dropped the stream's buffers.  (CPython 3.11+
 shares at most 30 attribute names among a class's instances and an
-IOStream uses 27; this is one more, and the only one fastloop adds.)
+IOStream uses 27; this is one more, and the only one fastloop adds:
+tests/test_write_to_fd.py fails when they no longer fit.)
 
 Like stock, the wrapper drops its reference to ``data`` before returning or
 raising: a live memoryview export would stop the stream from resizing its
@@ -34,8 +35,8 @@ from typing import Any
 
 from fastloop import _counters as stats
 from fastloop._attached import attached
-from fastloop._registry import Patch, Swap
 from fastloop.config import settings
+from fastloop.patches import Patch, Swap
 
 log = logging.getLogger("fastloop")
 
@@ -118,7 +119,18 @@ def inlinable(function: Any) -> bool:
     return code is not None and code.co_names == ("socket", "send")
 
 
-def apply(module: ModuleType) -> list[Swap]:
+#: What the wrappers of one install share: record, record_failure, cpu_timed,
+#: after_slow (a plain tuple: this module loads at start-up under FASTLOOP=1).
+Recorders = tuple[
+    Callable[[stats.StreamCounters, Any, int, int, int], None],
+    Callable[[Any, int, int, BaseException], None],
+    Callable[[Callable[[Any, Any], int], Any, Any], int],
+    Callable[[Any, int, int], None],
+]
+
+
+def recorders() -> Recorders:
+    """The steps the wrappers share, with one slow-write log per install."""
     clock = time.perf_counter_ns
     cpu_clock = time.thread_time_ns
     count_slow = stats.SLOW_WRITES.increment
@@ -190,80 +202,97 @@ def apply(module: ModuleType) -> list[Swap]:
         counters.cpu_calls += 1
         return written
 
-    def instrument(original: Callable[[Any, Any], int]) -> Callable[[Any, Any], int]:
-        # A plain function rather than a wrapt FunctionWrapper: it runs on
-        # every write of every stream and the proxy layer costs ~100 ns there.
-        def write_to_fd(self: Any, data: Any) -> int:
-            if settings.write_cpu:
-                try:
-                    return cpu_timed(original, self, data)
-                finally:
-                    del data
-            start = clock()
+    return record, record_failure, cpu_timed, after_slow
+
+
+def instrument(
+    original: Callable[[Any, Any], int], shared: Recorders
+) -> Callable[[Any, Any], int]:
+    record, record_failure, cpu_timed, _ = shared
+    clock = time.perf_counter_ns
+
+    # A plain function rather than a wrapt FunctionWrapper: it runs on
+    # every write of every stream and the proxy layer costs ~100 ns there.
+    def write_to_fd(self: Any, data: Any) -> int:
+        if settings.write_cpu:
             try:
-                written = original(self, data)
-            except BaseException as exc:
-                elapsed = clock() - start
-                offered = len(data)
+                return cpu_timed(original, self, data)
+            finally:
                 del data
-                record_failure(self, offered, elapsed, exc)
-                raise
+        start = clock()
+        try:
+            written = original(self, data)
+        except BaseException as exc:
             elapsed = clock() - start
             offered = len(data)
             del data
-            record(counters_of(self), self, offered, written, elapsed)
-            return written
+            record_failure(self, offered, elapsed, exc)
+            raise
+        elapsed = clock() - start
+        offered = len(data)
+        del data
+        record(counters_of(self), self, offered, written, elapsed)
+        return written
 
-        # Look like the original to introspection (Tornado's own API snapshot
-        # test walks __module__ and signatures).
-        return functools.update_wrapper(write_to_fd, original)
+    # Look like the original to introspection (Tornado's own API snapshot
+    # test walks __module__ and signatures).
+    return functools.update_wrapper(write_to_fd, original)
 
-    def inline(original: Callable[[Any, Any], int]) -> Callable[[Any, Any], int]:
-        # IOStream, the stream of every TCP connection: stock's one line is
-        # inlined and so is record(), which saves two Python frames per
-        # write (measured: ~120 ns of ~300 ns added per call).
-        def fast_write_to_fd(self: Any, data: Any) -> int:
-            if settings.write_cpu:
-                try:
-                    return cpu_timed(original, self, data)
-                finally:
-                    del data
-            start = clock()
+
+def inline(
+    original: Callable[[Any, Any], int], shared: Recorders
+) -> Callable[[Any, Any], int]:
+    # IOStream, the stream of every TCP connection: stock's one line is
+    # inlined and so is record(), which saves two Python frames per
+    # write (measured: ~120 ns of ~300 ns added per call).
+    _, record_failure, cpu_timed, after_slow = shared
+    clock = time.perf_counter_ns
+
+    def fast_write_to_fd(self: Any, data: Any) -> int:
+        if settings.write_cpu:
             try:
-                written: int = self.socket.send(data)
-            except BaseException as exc:
-                elapsed = clock() - start
-                offered = len(data)
-                del data  # as stock: no live memoryview export (tornado PR 2008)
-                record_failure(self, offered, elapsed, exc)
-                raise
+                return cpu_timed(original, self, data)
+            finally:
+                del data
+        start = clock()
+        try:
+            written: int = self.socket.send(data)
+        except BaseException as exc:
             elapsed = clock() - start
-            try:
-                counters = self._fastloop_writes
-            except AttributeError:
-                counters = counters_of(self)
-            counters.histogram[elapsed.bit_length()] += 1
-            counters.written += written
-            counters.wall_ns += elapsed
-            if elapsed > counters.max_ns:
-                counters.max_ns = elapsed
-            if written != len(data):
-                counters.unwritten += len(data) - written
-                if not written:
-                    counters.would_block += 1
-            if elapsed > SLOW_FLOOR_NS:
-                after_slow(self, len(data), elapsed)
-            del data
-            return written
+            offered = len(data)
+            del data  # as stock: no live memoryview export (tornado PR 2008)
+            record_failure(self, offered, elapsed, exc)
+            raise
+        elapsed = clock() - start
+        try:
+            counters = self._fastloop_writes
+        except AttributeError:
+            counters = counters_of(self)
+        counters.histogram[elapsed.bit_length()] += 1
+        counters.written += written
+        counters.wall_ns += elapsed
+        if elapsed > counters.max_ns:
+            counters.max_ns = elapsed
+        if written != len(data):
+            counters.unwritten += len(data) - written
+            if not written:
+                counters.would_block += 1
+        if elapsed > SLOW_FLOOR_NS:
+            after_slow(self, len(data), elapsed)
+        del data
+        return written
 
-        return functools.update_wrapper(fast_write_to_fd, original)
+    return functools.update_wrapper(fast_write_to_fd, original)
 
+
+def apply(module: ModuleType) -> list[Swap]:
+    shared = recorders()
     swaps = []
     for name in CLASSES:
         cls = getattr(module, name)
         original = cls.__dict__["write_to_fd"]
         make = inline if name == "IOStream" and inlinable(original) else instrument
-        swaps.append(Swap(cls, "write_to_fd", make(original)))
+        swaps.append(Swap(cls, "write_to_fd", make(original, shared)))
     return swaps
 
 

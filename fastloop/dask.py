@@ -26,8 +26,9 @@ import logging
 from typing import Any, TypeVar
 
 from fastloop import _registry
-from fastloop._gil_stats import GilStats, GilWaits, advice
-from fastloop._stats import WatchdogStats, WriteStats, stats
+from fastloop._snapshot import WatchdogStats, WriteStats
+from fastloop._stats import stats
+from fastloop.observers._gil_stats import GilStats, GilWaits, advice
 
 T = TypeVar("T", WriteStats, WatchdogStats, GilWaits)
 
@@ -67,6 +68,22 @@ def _snapshot() -> dict[str, Any]:
     return stats().to_dict()
 
 
+#: How ``cluster_stats`` merges the keys of ``stats().to_dict()``, by name
+#: (tests/test_report.py checks that every key that is not a count is named
+#: here); a key named nowhere is a count, summed.
+MAXIMA = frozenset({"max_ns", "max_blocked_ns", "max_lag_ns"})
+HISTOGRAMS = frozenset({"histogram", "lag_histogram"})
+FLAGS = frozenset({"watching", "probing"})  # true if true in any process
+#: Recomputed from the merged counts, not merged.
+DERIVED = frozenset(
+    {
+        *("p50_ns", "p90_ns", "p99_ns"),
+        *("lag_p50_ns", "lag_p90_ns", "lag_p99_ns"),
+        *("fraction", "advice"),
+    }
+)
+
+
 def _add(total: dict[str, Any], part: dict[str, Any]) -> None:
     for key, value in part.items():
         if key == "installed":  # patch name -> processes it is active in
@@ -75,19 +92,16 @@ def _add(total: dict[str, Any], part: dict[str, Any]) -> None:
                 counts[name] = counts.get(name, 0) + 1
         elif isinstance(value, dict):
             _add(total.setdefault(key, {}), value)
-        elif key.endswith("histogram"):
+        elif key in HISTOGRAMS:
             merged = dict(map(tuple, total.get(key, [])))
             for upper, count in value:
                 merged[upper] = merged.get(upper, 0) + count
             total[key] = sorted([upper, count] for upper, count in merged.items())
-        elif key.startswith(("p50_", "p90_", "p99_", "lag_p")) or key in (
-            "fraction",
-            "advice",
-        ):
-            continue  # recomputed from the merged counts
-        elif isinstance(value, bool):
+        elif key in DERIVED:
+            continue
+        elif key in FLAGS:
             total[key] = total.get(key, False) or value
-        elif key.startswith("max_"):
+        elif key in MAXIMA:
             total[key] = max(total.get(key, 0), value)
         else:
             total[key] = total.get(key, 0) + value
@@ -98,7 +112,7 @@ def _rebuild(kind: type[T], data: dict[str, Any]) -> T:
     known = kind.__dataclass_fields__
     fields = {k: v for k, v in data.items() if k in known}
     for key, value in fields.items():
-        if key.endswith("histogram"):
+        if key in HISTOGRAMS:
             fields[key] = tuple((upper, count) for upper, count in value)
     return kind(**fields)
 

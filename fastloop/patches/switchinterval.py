@@ -23,8 +23,8 @@ import sys
 from types import ModuleType
 
 from fastloop import _registry
-from fastloop._registry import Patch, Swap
 from fastloop.config import settings
+from fastloop.patches import Patch, Swap
 
 log = logging.getLogger("fastloop")
 

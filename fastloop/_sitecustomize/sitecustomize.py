@@ -24,11 +24,10 @@ def _chain() -> None:
         sys.path[:] = saved
 
 
-if os.environ.get("FASTLOOP"):
-    try:
-        from fastloop import _bootstrap
+try:
+    from fastloop import _bootstrap
 
-        _bootstrap.run()
-    except Exception as exc:  # start-up must go on
-        print(f"fastloop: not activated: {exc!r}", file=sys.stderr)
+    _bootstrap.run()  # acts only if a FASTLOOP* activation variable is set
+except Exception as exc:  # start-up must go on
+    print(f"fastloop: not activated: {exc!r}", file=sys.stderr)
 _chain()

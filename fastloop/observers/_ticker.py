@@ -9,7 +9,6 @@ failure that repeats every tick is logged once a minute, not every tick.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -18,19 +17,6 @@ log = logging.getLogger("fastloop")
 
 #: A tick that keeps failing is logged at most this often.
 FAILURE_LOG_INTERVAL_S = 60.0
-
-
-def positive_ms(what: str, value: object) -> float:
-    """A finite number of milliseconds > 0, else ValueError naming ``what``."""
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        number = math.nan
-    if not 0 < number < math.inf:
-        raise ValueError(
-            f"fastloop {what}={value!r}: expected a number of milliseconds > 0"
-        )
-    return number
 
 
 class Ticker:

@@ -7,6 +7,12 @@ import importlib.util
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeAlias
+
+from fastloop import config
+
+#: What ``add_subparsers`` returns: each command adds its own parser to it.
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def _names(kind: str, known: Callable[[], Sequence[str]]) -> Callable[[str], list[str]]:
@@ -26,27 +32,27 @@ def _names(kind: str, known: Callable[[], Sequence[str]]) -> Callable[[str], lis
     return parse
 
 
-def _workloads() -> Sequence[str]:
-    from fastloop.workloads import WORKLOADS
+def _workload_names() -> Sequence[str]:
+    from fastloop.cli._workloads import WORKLOADS
 
     return list(WORKLOADS)
 
 
-def _patches() -> Sequence[str]:
+def _patch_names() -> Sequence[str]:
     from fastloop import _registry
 
     return _registry.known()
 
 
 def _bench_seconds(run: str) -> int:
-    from fastloop import _bench
+    from fastloop.cli import _bench
 
     return _bench.MEASURED_SECONDS[run]
 
 
 def _rounds(text: str) -> int:
     """--rounds: enough rounds for the distribution-free 95% interval it prints."""
-    from fastloop import _bench
+    from fastloop.cli import _bench
 
     try:
         value = int(text)
@@ -89,6 +95,14 @@ def parser() -> argparse.ArgumentParser:
     )
     top.add_argument("--version", action="version", version=_version())
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_bench(commands)
+    _add_run(commands)
+    _add_doctor(commands)
+    _add_flamegraph(commands)
+    return top
+
+
+def _add_bench(commands: Commands) -> None:
     bench = commands.add_parser(
         "bench",
         help="A/B the built-in workloads: stock against fastloop, as ratios",
@@ -100,7 +114,7 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
     bench.add_argument(
         "--only",
-        type=_names("workload", _workloads),
+        type=_names("workload", _workload_names),
         metavar="NAMES",
         help="comma list of workloads (default: all)",
     )
@@ -123,6 +137,9 @@ def parser() -> argparse.ArgumentParser:
         metavar="FILE.png",
         help="bar chart of the ratios (needs matplotlib)",
     )
+
+
+def _add_run(commands: Commands) -> None:
     run = commands.add_parser(
         "run",
         help="run a command (and every Python process it starts) with fastloop",
@@ -130,7 +147,7 @@ def parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--patches",
-        type=_names("patch", _patches),
+        type=_names("patch", _patch_names),
         metavar="NAMES",
         help="comma list of patches (default: all)",
     )
@@ -164,10 +181,23 @@ def parser() -> argparse.ArgumentParser:
         "child processes write FILE.<pid>",
     )
     run.add_argument("command_args", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
+
+
+def _add_doctor(commands: Commands) -> None:
     doctor = commands.add_parser(
         "doctor",
         help="check this interpreter: versions, loop, .pth hook, each patch's verdict",
     )
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    doctor.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        help="answer for an application that runs this loop "
+        "(default: the one this interpreter's policy makes)",
+    )
+
+
+def _add_flamegraph(commands: Commands) -> None:
     flamegraph = commands.add_parser(
         "flamegraph",
         help="draw a profile's collapsed stacks as a flame graph (SVG or PNG)",
@@ -177,32 +207,18 @@ def parser() -> argparse.ArgumentParser:
     from fastloop import flamegraph as _flamegraph
 
     _flamegraph.add_arguments(flamegraph)
-    doctor.add_argument("--json", action="store_true", help="machine-readable output")
-    doctor.add_argument(
-        "--loop",
-        choices=("asyncio", "uvloop"),
-        help="answer for an application that runs this loop "
-        "(default: the one this interpreter's policy makes)",
-    )
-    return top
 
 
 def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
+    value = config.finite_number(text, positive=False)
+    if value is None:
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
     return value
 
 
 def _positive_ms(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value < float("inf"):
+    value = config.finite_number(text, positive=True)
+    if value is None:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
     return value
 
@@ -211,13 +227,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     top = parser()
     args = top.parse_args(argv)
     if args.command == "bench":
-        from fastloop import _bench
+        from fastloop.cli import _bench
 
         return _bench.run(
             args.only, args.loop, args.quick, args.rounds, args.json, args.plot
         )
     if args.command == "run":
-        from fastloop import _launch
+        from fastloop.cli import _launch
 
         command = list(args.command_args)
         if command[:1] == ["--"]:
@@ -243,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "doctor":
         import json
 
-        from fastloop import _doctor
+        from fastloop.cli import _doctor
 
         if args.loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
             print("fastloop doctor: --loop uvloop needs uvloop", file=sys.stderr)

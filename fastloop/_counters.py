@@ -1,8 +1,8 @@
 """The counters the patches bump on their hot paths: cheap to import.
 
-Kept apart from ``_stats`` (snapshots and the report, which build
-dataclasses at import) so that a process started with ``FASTLOOP=1`` pays
-only for these until it asks for ``stats()``.
+Kept apart from ``_stats``, ``_snapshot`` and ``_report`` (the snapshots'
+dataclasses cost time to define at import) so that a process started with
+``FASTLOOP=1`` pays only for these until it asks for ``stats()``.
 
 Counters are bumped from any thread: by producers of cross-thread callbacks
 and by every loop thread.  ``itertools.count.__next__`` is one C call, so an
@@ -18,6 +18,7 @@ import collections
 import itertools
 import threading
 import weakref
+from typing import Any
 
 from fastloop import _fork
 from fastloop._histogram import BUCKETS
@@ -60,6 +61,19 @@ SLOW_WRITES = Counter()  # calls slower than FASTLOOP_SLOW_WRITE_MS
 POLLS_SKIPPED = Counter()  # zero-timeout polls answered without the syscall
 
 
+#: The counts of ``StreamCounters.totals()`` beside its histogram.
+WRITE_COUNTS = (
+    "calls",
+    "offered",
+    "written",
+    "would_block",
+    "errors",
+    "wall_ns",
+    "cpu_ns",
+    "cpu_calls",
+)
+
+
 class StreamCounters:
     """One stream's ``write_to_fd`` counters, carried by the stream itself.
 
@@ -95,21 +109,21 @@ class StreamCounters:
     def calls(self) -> int:
         return sum(self.histogram)
 
-    def totals(self) -> list[int]:
-        """The layout ``stats()`` sums: calls, offered, written, ..., histogram."""
-        histogram = list(self.histogram)
+    def totals(self) -> dict[str, Any]:
+        """What ``stats()`` sums: the ``WRITE_COUNTS`` by name, and ``histogram``."""
+        histogram = list(self.histogram)  # calls are counted from this copy
         written = self.written
-        return [
-            sum(histogram),
-            written + self.unwritten,
-            written,
-            self.would_block,
-            self.errors,
-            self.wall_ns,
-            self.cpu_ns,
-            self.cpu_calls,
-            *histogram,
-        ]
+        return {
+            "calls": sum(histogram),
+            "offered": written + self.unwritten,
+            "written": written,
+            "would_block": self.would_block,
+            "errors": self.errors,
+            "wall_ns": self.wall_ns,
+            "cpu_ns": self.cpu_ns,
+            "cpu_calls": self.cpu_calls,
+            "histogram": histogram,
+        }
 
     def fold(self, other: StreamCounters) -> None:
         """Add a collected stream's counters to these (the process's folded totals)."""

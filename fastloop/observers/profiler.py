@@ -26,8 +26,10 @@ from pathlib import Path
 from types import CodeType, FrameType, TracebackType
 from typing import Any
 
-from fastloop import _exit, _fork, _loops, config
-from fastloop._ticker import Ticker, positive_ms
+from fastloop import _exit, _fork, config
+from fastloop.config import positive_ms
+from fastloop.observers import _loops
+from fastloop.observers._ticker import Ticker
 
 IDLE = "(idle)"
 #: Samples of stacks first seen once this many are known go to one bucket.

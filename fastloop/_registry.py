@@ -25,55 +25,16 @@ import importlib
 import logging
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
+
+from fastloop.patches import RECORDS, Effect, Patch, Swap
 
 log = logging.getLogger("fastloop")
 
 _MISSING = object()
-
-
-# Records are NamedTuples rather than dataclasses: they are built while the
-# interpreter starts under FASTLOOP=1, and a dataclass costs ~0.4 ms to
-# define there, a NamedTuple ~0.08 ms.
-
-
-class Swap(NamedTuple):
-    """Replace ``owner.<attribute>`` with ``replacement`` while the patch is on."""
-
-    owner: Any
-    attribute: str
-    replacement: Any
-
-
-class Effect(Protocol):
-    """A change that is not an attribute swap (an interpreter setting)."""
-
-    def undo(self) -> None:
-        """Put back what was found, unless someone changed it since (never raises)."""
-
-
-class Patch(NamedTuple):
-    """A patch record.
-
-    ``check(module)`` returns None when the internals it replaces look exactly
-    as expected, else a one-line reason.  ``apply(module)`` returns the swaps;
-    it must not mutate anything itself.  ``effect()``, for a patch that
-    changes a setting rather than attributes, makes that change once the
-    swaps are in and returns how to undo it; the registry keeps it.
-    ``remove()`` runs after the originals are back, for patches that must
-    hand over state (it must not raise).
-    """
-
-    name: str
-    target: str
-    summary: str
-    check: Callable[[ModuleType], str | None]
-    apply: Callable[[ModuleType], list[Swap]]
-    remove: Callable[[], None] | None = None
-    effect: Callable[[], Effect] | None = None
 
 
 class _Lazy(NamedTuple):
@@ -103,11 +64,21 @@ _loop_declines: dict[tuple[str, str], str] = {}
 
 
 def register(patch: Patch | _Lazy, *, default: bool = True) -> None:
-    """Make a patch known by name (done once, by ``fastloop.patches``)."""
+    """Make a patch known by name (``fastloop.patches.RECORDS``, at import)."""
     with _lock:
         _patches[patch.name] = patch
         if default and patch.name not in _default:
             _default.append(patch.name)
+
+
+def unregister(name: str) -> None:
+    """Forget a patch registered at run time (uninstalled first, if it is on)."""
+    with _lock:
+        uninstall([name])
+        _patches.pop(name, None)
+        _declined.pop(name, None)
+        if name in _default:
+            _default.remove(name)
 
 
 def register_lazy(name: str, target: str, module: str, *, default: bool = True) -> None:
@@ -415,5 +386,6 @@ def check(name: str) -> str | None:
     return _safe_check(name, module)
 
 
-# The patch records register themselves here (their modules load later).
-from fastloop import patches as _patches_package  # noqa: E402,F401
+for _row in RECORDS:
+    register_lazy(*_row[:3], default=_row[3])
+del _row

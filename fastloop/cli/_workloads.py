@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
-Runner = Callable[[Coroutine[Any, Any, float]], float]
+from fastloop.cli._echo_workload import Runner as Runner
+from fastloop.cli._echo_workload import echo_64, echo_64k
 
 
 @dataclass(frozen=True)
@@ -213,45 +212,6 @@ def ping_pong(runner: Runner, n: int) -> float:
     return runner(main())
 
 
-def _echo(runner: Runner, trips: int, size: int) -> float:
-    async def main() -> float:
-        from tornado.iostream import IOStream
-        from tornado.tcpserver import TCPServer
-
-        accepted: asyncio.Future[IOStream] = asyncio.get_running_loop().create_future()
-
-        class Server(TCPServer):
-            async def handle_stream(self, stream: IOStream, address: object) -> None:
-                accepted.set_result(stream)
-
-        server = Server()
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sock.listen()
-        sock.setblocking(False)
-        server.add_sockets([sock])
-        client = IOStream(socket.socket())
-        await client.connect(sock.getsockname())
-        peer = await accepted
-        message = b"m" * size
-        start = time.perf_counter()
-        for _ in range(trips):
-            await client.write(message)
-            await peer.write(await peer.read_bytes(size))
-            await client.read_bytes(size)
-        elapsed = time.perf_counter() - start
-        client.close()
-        peer.close()
-        server.stop()
-        return elapsed
-
-    return runner(main())
-
-
-def echo_64(runner: Runner, n: int) -> float:
-    return _echo(runner, n, 64)
-
-
 @contextlib.contextmanager
 def spinning_thread() -> Iterator[None]:
     """A thread that runs pure Python (it holds the GIL) for the whole block.
@@ -288,10 +248,6 @@ def busy_ping_pong(runner: Runner, n: int) -> float:
 def busy_echo_64(runner: Runner, n: int) -> float:
     with spinning_thread():
         return echo_64(runner, n)
-
-
-def echo_64k(runner: Runner, n: int) -> float:
-    return _echo(runner, n, 65536)
 
 
 WORKLOADS: dict[str, Workload] = {

@@ -22,18 +22,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from fastloop._bootstrap import configure
     from fastloop._registry import available, install, installed, patched, uninstall
-    from fastloop._stats import (
-        Snapshot,
-        StreamStats,
-        report,
-        reset_stats,
-        stats,
-        stream_stats,
-    )
-    from fastloop.config import configure
-    from fastloop.profiler import Profile, profile
-    from fastloop.watchdog import Watchdog, watch
+    from fastloop._report import report
+    from fastloop._snapshot import Snapshot, StreamStats
+    from fastloop._stats import reset_stats, stats, stream_stats
+    from fastloop.observers.profiler import Profile, profile
+    from fastloop.observers.watchdog import Watchdog, watch
 
 __version__ = "0.1.0"
 
@@ -44,17 +39,17 @@ _HOMES = {
     "installed": "fastloop._registry",
     "patched": "fastloop._registry",
     "uninstall": "fastloop._registry",
-    "Snapshot": "fastloop._stats",
-    "StreamStats": "fastloop._stats",
-    "report": "fastloop._stats",
+    "Snapshot": "fastloop._snapshot",
+    "StreamStats": "fastloop._snapshot",
+    "report": "fastloop._report",
     "reset_stats": "fastloop._stats",
     "stats": "fastloop._stats",
     "stream_stats": "fastloop._stats",
-    "configure": "fastloop.config",
-    "Profile": "fastloop.profiler",
-    "profile": "fastloop.profiler",
-    "Watchdog": "fastloop.watchdog",
-    "watch": "fastloop.watchdog",
+    "configure": "fastloop._bootstrap",
+    "Profile": "fastloop.observers.profiler",
+    "profile": "fastloop.observers.profiler",
+    "Watchdog": "fastloop.observers.watchdog",
+    "watch": "fastloop.observers.watchdog",
 }
 
 __all__ = [

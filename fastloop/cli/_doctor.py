@@ -12,7 +12,9 @@ from importlib import metadata
 from typing import Any
 
 import fastloop
-from fastloop import _launch, _registry, _stats, ab, config, watchdog
+from fastloop import _registry, _stats, ab, config
+from fastloop.cli import _launch
+from fastloop.observers import watchdog
 
 
 def _version(distribution: str) -> str | None:
@@ -124,7 +126,7 @@ def diagnose(
         "pth_installed": _launch.pth_active(),
         "installed_now": sorted(_registry.installed()),
         "watchdog": {
-            "running_now": _stats.WATCHDOG.snapshot().watching,
+            "running_now": watchdog.WATCHDOG.snapshot().watching,
             "threshold_ms": running.threshold_ms if running else None,
             "block_ms_setting": env.get("FASTLOOP_BLOCK_MS"),
         },

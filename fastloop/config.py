@@ -1,8 +1,13 @@
-"""Parsing of the ``FASTLOOP*`` environment variables.
+"""The settings (``FASTLOOP*`` variables, ``fastloop.configure()``) and their parsing.
 
 A bad value must never stop the host application: parsing returns what it
 could understand plus a list of problems, each one line naming the
 variable, the bad token and the accepted values.  The caller prints them.
+
+Settings and parsing only: this module imports no other fastloop module
+(patched code reads ``settings`` at call time).  What a change of setting
+sets in motion (the watchdog, the GIL probe, the exit report) is
+``fastloop._bootstrap``'s.
 """
 
 from __future__ import annotations
@@ -132,13 +137,7 @@ class SettingError(ValueError):
 def parse_setting(name: str, value: object) -> object:
     """Validate one setting from code or from the environment (strings)."""
     if name == "slow_write_ms":
-        try:
-            number = float(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise SettingError("a number >= 0 (milliseconds; 0 turns it off)") from None
-        if not number >= 0 or number == float("inf"):
-            raise SettingError("a number >= 0 (milliseconds; 0 turns it off)")
-        return number
+        return _checked(value, False, "a number >= 0 (milliseconds; 0 turns it off)")
     if name == "write_cpu":
         if isinstance(value, bool):
             return value
@@ -161,31 +160,45 @@ def parse_setting(name: str, value: object) -> object:
             raise SettingError(f"1, stderr, or a file path fastloop can write ({why})")
         return text
     if name == "poll_us":
-        return _number(value, minimum=0.0, accepted="a number >= 0 (microseconds)")
+        return _checked(value, False, "a number >= 0 (microseconds)")
     if name == "switch_interval_us":
-        return _number(value, minimum=None, accepted="a number > 0 (microseconds)")
+        return _checked(value, True, "a number > 0 (microseconds)")
     if name in ("block_ms", "gil_probe_ms"):
         if value is None:
             return None
-        try:
-            number = float(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise SettingError("a number > 0 (milliseconds)") from None
-        if not 0 < number < float("inf"):
-            raise SettingError("a number > 0 (milliseconds)")
-        return number
+        return _checked(value, True, "a number > 0 (milliseconds)")
     raise SettingError(f"one of {', '.join(SETTING_VARIABLES)}")
 
 
-def _number(value: object, minimum: float | None, accepted: str) -> float:
-    """A finite number >= ``minimum``, or > 0 when ``minimum`` is None."""
+def finite_number(value: object, positive: bool) -> float | None:
+    """``value`` as a finite number > 0 (``positive``) or >= 0; else None.
+
+    The one check behind every number fastloop accepts: settings, the
+    observers' arguments and the command line's options.
+    """
     try:
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise SettingError(accepted) from None
-    low_ok = number > 0 if minimum is None else number >= minimum
-    if not low_ok or number == float("inf") or number != number:
+        return None
+    if not (number > 0 if positive else number >= 0) or number == float("inf"):
+        return None  # NaN fails both comparisons
+    return number
+
+
+def _checked(value: object, positive: bool, accepted: str) -> float:
+    number = finite_number(value, positive)
+    if number is None:
         raise SettingError(accepted)
+    return number
+
+
+def positive_ms(what: str, value: object) -> float:
+    """A finite number of milliseconds > 0, else ValueError naming ``what``."""
+    number = finite_number(value, positive=True)
+    if number is None:
+        raise ValueError(
+            f"fastloop {what}={value!r}: expected a number of milliseconds > 0"
+        )
     return number
 
 
@@ -236,47 +249,3 @@ def settings_from_environ(
                 Problem(variable, raw, (raw.strip() or raw,), str(accepted))
             )
     return chosen, problems
-
-
-def configure(**changes: object) -> None:
-    """Change settings at run time; same names and values as the variables.
-
-    Raises ``ValueError`` naming the setting and what it accepts; nothing is
-    changed unless every value is valid.
-    """
-    parsed: dict[str, object] = {}
-    for name, value in changes.items():
-        if name not in SETTING_VARIABLES:
-            valid = ", ".join(SETTING_VARIABLES)
-            raise ValueError(f"unknown fastloop setting {name!r}; valid: {valid}")
-        try:
-            parsed[name] = parse_setting(name, value)
-        except SettingError as accepted:
-            raise ValueError(
-                f"fastloop setting {name}={value!r}: expected {accepted}"
-            ) from None
-    for name, value in parsed.items():
-        setattr(settings, name, value)
-    apply_side_effects("block_ms" in parsed, changed=frozenset(parsed))
-
-
-def apply_side_effects(
-    block_ms_changed: bool = True, changed: frozenset[str] = frozenset()
-) -> None:
-    """Arm the exit report, and start or stop the process-wide watchdog."""
-    if settings.report is not None:
-        from fastloop import _stats
-
-        _stats.arm_exit_report()
-    if block_ms_changed:
-        from fastloop import watchdog
-
-        watchdog.follow_setting(settings.block_ms)
-    if "gil_probe_ms" in changed or settings.gil_probe_ms is not None:
-        from fastloop import gil
-
-        gil.follow_setting(settings.gil_probe_ms)
-    if "switch_interval_us" in changed:
-        from fastloop.patches import switchinterval
-
-        switchinterval.follow_setting()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fastloop import _registry, ab
-from fastloop.workloads import WORKLOADS, Runner, Workload
+from fastloop.cli._workloads import WORKLOADS, Runner, Workload
 
 QUICK_ROUNDS = 7
 FULL_ROUNDS = 21

@@ -43,7 +43,7 @@ from typing import Any
 from fastloop import _counters as stats
 from fastloop import _fork, _registry
 from fastloop._attached import attached
-from fastloop._registry import Patch, Swap
+from fastloop.patches import Patch, Swap
 
 
 class WakeupState:

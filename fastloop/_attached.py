@@ -2,9 +2,10 @@
 
 State lives in a plain attribute of its owner, never in ``owner.__dict__``:
 touching ``__dict__`` turns CPython 3.11+'s inline instance values into a
-real dict and slows every other attribute access on that object (measured:
-+17% on a 64-byte IOStream echo, and all of asyncio's ``_run_once`` for a
-loop).  Hot paths read the attribute directly and call ``attached`` only
+real dict and slows every other attribute access on that object, and for
+a loop all of asyncio's ``_run_once`` (measured: +17% on a 64-byte IOStream
+echo, by bench/echo.py of commit ec01d4d, today ``fastloop bench``'s
+echo-64).  Hot paths read the attribute directly and call ``attached`` only
 when it is missing.
 """
 

@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING
 
 from fastloop import _fork
 from fastloop._histogram import BUCKETS, buckets
-from fastloop._ticker import Ticker, positive_ms
+from fastloop.config import positive_ms
+from fastloop.observers._ticker import Ticker
 
 if TYPE_CHECKING:
-    from fastloop._gil_stats import GilStats, GilWaits
+    from fastloop.observers._gil_stats import GilStats, GilWaits
 
 
 class _Source:
@@ -51,7 +52,7 @@ class _Source:
             self.max_ns = wait_ns
 
     def snapshot(self) -> GilWaits:
-        from fastloop._gil_stats import GilWaits
+        from fastloop.observers._gil_stats import GilWaits
 
         return GilWaits(
             samples=sum(self.histogram),
@@ -96,7 +97,7 @@ class GilRecorder:
         self.probing = 0
 
     def snapshot(self) -> GilStats:
-        from fastloop._gil_stats import GilStats
+        from fastloop.observers._gil_stats import GilStats
 
         with self._lock:
             return GilStats(

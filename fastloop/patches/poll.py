@@ -69,9 +69,10 @@ from types import ModuleType
 from typing import Any
 
 from fastloop import _counters as stats
-from fastloop import _registry, gil
-from fastloop._registry import Patch, Swap
+from fastloop import _registry
 from fastloop.config import settings
+from fastloop.observers import gil
+from fastloop.patches import Patch, Swap
 
 #: The clock of the gate, read when a loop is created (tests substitute it).
 clock: Callable[[], int] = time.perf_counter_ns
@@ -203,34 +204,23 @@ def put_gate(loop: Any) -> None:
     frame per poll, as stock): the timeout path is stock's code, line for
     line (``check()`` fingerprints it).
     """
-    selector = loop._selector
-    stock_close = selectors.EpollSelector.close
-    selector_ref = weakref.ref(selector)
-    loop_ref = weakref.ref(loop)
-    epoll = selector._selector
-    epoll_poll = epoll.poll
-    epfd = epoll.fileno()
-    fd_to_key = selector._fd_to_key
     epoll_wait = load_epoll_wait()
     if epoll_wait is None:
         _registry.declined_on_loop(
             "poll", loop, "libc's epoll_wait is not reachable through ctypes"
         )
         return
-    buffer = EventBuffer(64)
+    selector = loop._selector
+    selector.select = _gate(loop, selector, epoll_wait)
+    selector.close = _closer(selector)
+    _gated.add(selector)
+
+
+def _ready_lister(
+    fd_to_key: Any,
+) -> Callable[[Any], list[tuple[selectors.SelectorKey, int]]]:
+    """``EpollSelector.select``'s (key, events) list, from (fd, event) pairs."""
     event_read, event_write = selectors.EVENT_READ, selectors.EVENT_WRITE
-    ceil = math.ceil
-    now = clock
-    cpu_now = thread_clock
-    skip_ns = settings.poll_ns  # read once per loop: the hot path reads a cell
-    skipped = stats.POLLS_SKIPPED.increment
-    gil_wait = gil.RECORDER.poll_wait
-    last_real = now()
-    next_sample = last_real
-    held = False  # polls keep the GIL: the last sample saw contention
-    # Since the last sample: when it was, the thread's CPU clock then, and
-    # whether the loop blocked in between (then wall time includes idling).
-    sampled_at, sampled_cpu, blocked = last_real, cpu_now(), True
 
     def ready_list(fd_event_list: Any) -> list[tuple[selectors.SelectorKey, int]]:
         ready = []
@@ -244,6 +234,45 @@ def put_gate(loop: Any) -> None:
             if key:
                 ready.append((key, events & key.events))
         return ready
+
+    return ready_list
+
+
+def _closer(selector: Any) -> Callable[[], None]:
+    stock_close = selectors.EpollSelector.close
+    selector_ref = weakref.ref(selector)
+
+    def close() -> None:
+        # A closed epoll's fd number may be reused: stock select from now on.
+        owner = selector_ref()
+        if owner is not None:
+            take_gate_off(owner)
+            stock_close(owner)
+
+    return close
+
+
+def _gate(loop: Any, selector: Any, epoll_wait: Any) -> Callable[..., Any]:
+    """The gate's ``select``; its state lives in its closure (the hot path)."""
+    loop_ref = weakref.ref(loop)
+    epoll = selector._selector
+    epoll_poll = epoll.poll
+    epfd = epoll.fileno()
+    fd_to_key = selector._fd_to_key
+    ready_list = _ready_lister(fd_to_key)
+    buffer = EventBuffer(64)
+    ceil = math.ceil
+    now = clock
+    cpu_now = thread_clock
+    skip_ns = settings.poll_ns  # read once per loop: the hot path reads a cell
+    skipped = stats.POLLS_SKIPPED.increment
+    gil_wait = gil.RECORDER.poll_wait
+    last_real = now()
+    next_sample = last_real
+    held = False  # polls keep the GIL: the last sample saw contention
+    # Since the last sample: when it was, the thread's CPU clock then, and
+    # whether the loop blocked in between (then wall time includes idling).
+    sampled_at, sampled_cpu, blocked = last_real, cpu_now(), True
 
     def select(timeout: float | None = None) -> Any:
         nonlocal last_real, next_sample, held, buffer
@@ -298,16 +327,7 @@ def put_gate(loop: Any) -> None:
                 return []
         return ready_list(buffer.events(count))
 
-    def close() -> None:
-        # A closed epoll's fd number may be reused: stock select from now on.
-        owner = selector_ref()
-        if owner is not None:
-            take_gate_off(owner)
-            stock_close(owner)
-
-    selector.select = select
-    selector.close = close
-    _gated.add(selector)
+    return select
 
 
 def take_gate_off(selector: Any) -> None:

@@ -27,11 +27,16 @@ import time
 import traceback
 from collections.abc import Iterable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fastloop import _fork, _loops
-from fastloop._stats import WATCHDOG
-from fastloop._ticker import Ticker, positive_ms
+from fastloop import _fork
+from fastloop._histogram import BUCKETS, buckets
+from fastloop.config import positive_ms
+from fastloop.observers import _loops
+from fastloop.observers._ticker import Ticker
+
+if TYPE_CHECKING:
+    from fastloop._snapshot import WatchdogStats
 
 log = logging.getLogger("fastloop")
 
@@ -40,6 +45,63 @@ DEFAULT_THRESHOLD_MS = 100.0
 STACK_LIMIT = 40
 
 _clock = time.monotonic_ns
+
+
+class WatchdogRecorder:
+    """Blocked-loop episodes and loop lag, written by the watchdog threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.running = 0  # watchdog threads alive now
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.beats = self.episodes = 0
+            self.blocked_ns = self.max_blocked_ns = self.max_lag_ns = self.lag_ns = 0
+            self.histogram = [0] * BUCKETS
+
+    def lag(self, lag_ns: int) -> None:
+        """One heartbeat's lag: from posting it to the loop running it."""
+        with self._lock:
+            self.beats += 1
+            self.histogram[lag_ns.bit_length()] += 1
+            self.lag_ns += lag_ns
+            self.max_lag_ns = max(self.max_lag_ns, lag_ns)
+
+    def episode(self, blocked_ns: int) -> None:
+        with self._lock:
+            self.episodes += 1
+            self.blocked_ns += blocked_ns
+            self.max_blocked_ns = max(self.max_blocked_ns, blocked_ns)
+
+    def after_fork(self) -> None:
+        """In a forked child: no watchdog thread survived, and no lock holder."""
+        self._lock = threading.Lock()
+        self.running = 0
+
+    def started(self, change: int) -> None:
+        with self._lock:
+            self.running += change
+
+    def snapshot(self) -> WatchdogStats:
+        from fastloop._snapshot import WatchdogStats
+
+        with self._lock:
+            return WatchdogStats(
+                watching=self.running > 0,
+                episodes=self.episodes,
+                blocked_ns=self.blocked_ns,
+                max_blocked_ns=self.max_blocked_ns,
+                beats=self.beats,
+                max_lag_ns=self.max_lag_ns,
+                lag_histogram=buckets(self.histogram),
+                lag_ns=self.lag_ns,
+            )
+
+
+WATCHDOG = WatchdogRecorder()
+_fork.in_child(WATCHDOG.after_fork)
 
 
 class _Watched:

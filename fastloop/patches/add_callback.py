@@ -1,0 +1,267 @@
+"""Batched ``IOLoop.add_callback``: on the loop thread, and from other threads.
+
+Stock Tornado pays, per callback, a ``functools.partial``, a bound
+``_run_callback``, asyncio's ``call_soon`` -> ``_call_soon`` -> ``Handle``
+chain, then ``Handle._run`` -> ``Context.run`` -> ``_run_callback`` ->
+``partial`` to run it; from another thread, ``call_soon_threadsafe`` adds a
+self-pipe write (a syscall that drops the GIL) per callback.  We append
+consecutive callbacks to one *batch*: a single ``asyncio.Handle`` subclass
+in the loop's ready queue that runs them in order.  A callback costs a
+tuple and a ``contextvars`` snapshot; the handle (and, from another
+thread, the wake-up) is paid once per batch.
+
+Ordering argument.  A batch accepts callbacks only while it is the *last*
+entry of ``loop._ready``.  Anything scheduled after it (``call_soon``, a
+future's done-callbacks, another thread's ``call_soon_threadsafe``) makes
+it no longer last, so the next ``add_callback`` opens a new batch behind
+that entry: the run order equals the order in which stock Tornado would
+have appended one handle per callback.
+
+Iteration argument.  Stock runs a callback added by a running callback in
+the *next* loop iteration (after I/O polling, and not at all after
+``stop()``).  A batch opened in iteration N runs in iteration N+1; once
+N+1 has begun, the handles ahead of the batch run first, and what they add
+must go to N+2.  So an on-loop batch only accepts callbacks during the
+iteration that opened it: a counter, bumped by a wrapper around the loop's
+``_process_events`` (called once per iteration), stamps each batch.
+
+From other threads, and on the loop's thread before it runs, the batch
+class is ``RemoteBatch``: producers append under a per-IOLoop lock while
+it is the tail and has not started; the loop marks it started under the
+same lock before reading it.  Only a new batch writes a wake-up byte (the
+``wakeup`` patch coalesces those further).  A closed loop swallows the
+call, as stock does.
+
+The stock path remains for asyncio debug mode (it checks every handle),
+for IOLoop subclasses that override ``_run_callback``, and for loops this
+patch does not know (a proactor loop, Tornado's proxy loops): those are
+declined one by one, with a reason on logger ``fastloop``.  Loops without
+a ``_ready`` deque (uvloop) get one handle per callback, minus the partial.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import functools
+import threading
+import weakref
+from asyncio import events, selector_events
+from collections.abc import Callable
+from contextvars import copy_context
+from types import ModuleType
+from typing import Any
+
+from fastloop import _counters as stats
+from fastloop import _fork, _registry
+from fastloop._attached import attached
+from fastloop.patches import Patch, Swap
+from fastloop.patches._callback_batches import CallbackBatch, RemoteBatch, run_lone
+
+_get_running_loop: Callable[[], Any] = events._get_running_loop
+_onloop_batch = stats.ONLOOP_BATCHES.increment
+_queued = stats.REMOTE_CALLBACKS.increment
+
+
+class LoopState:
+    """What one IOLoop's add_callback needs; kept on the IOLoop, no cycles."""
+
+    __slots__ = ("__weakref__", "call_soon", "iteration", "lock", "ready")
+
+    def __init__(self, ready: Any, call_soon: bool) -> None:
+        #: asyncio's ready deque when batching applies, else None.
+        self.ready: collections.deque[Any] | None = ready
+        #: True on loops without a ready deque (uvloop): call_soon per callback.
+        self.call_soon = call_soon
+        #: Loop iterations so far (bumped once per iteration on the loop thread).
+        self.iteration = 0
+        #: Guards RemoteBatch appends against the loop starting that batch.
+        self.lock = threading.Lock()
+        _fork.track(self)
+
+    def reset_after_fork(self) -> None:
+        """A producer thread of the parent may have held the lock: not ours."""
+        self.lock = threading.Lock()
+
+
+_HANDLE_SLOTS = (
+    "_callback",
+    "_args",
+    "_cancelled",
+    "_loop",
+    "_source_traceback",
+    "_repr",
+    "_context",
+)
+
+
+def check(module: ModuleType) -> str | None:
+    """Refuse unless Tornado and asyncio look exactly like the code we replace."""
+    base = getattr(module, "BaseAsyncIOLoop", None)
+    if base is None:
+        return "tornado.platform.asyncio.BaseAsyncIOLoop is missing"
+    stock = base.__dict__.get("add_callback")
+    code = getattr(stock, "__code__", None)
+    if code is None:
+        return "BaseAsyncIOLoop.add_callback is not a plain function"
+    if code.co_varnames[:2] != ("self", "callback") or code.co_argcount != 2:
+        return f"unexpected add_callback signature {code.co_varnames[:4]}"
+    if not {"_run_callback", "call_soon", "partial"} <= set(code.co_names):
+        return "BaseAsyncIOLoop.add_callback no longer uses call_soon(_run_callback)"
+    from tornado.ioloop import IOLoop
+
+    for name in ("_run_callback", "_discard_future_result", "add_future"):
+        if not callable(getattr(IOLoop, name, None)):
+            return f"IOLoop.{name} is missing"
+    if not callable(getattr(events, "_get_running_loop", None)):
+        return "asyncio.events._get_running_loop is missing"
+    if not set(_HANDLE_SLOTS) <= set(getattr(events.Handle, "__slots__", ())):
+        return "asyncio.Handle slots changed"
+    run_once = getattr(asyncio.BaseEventLoop, "_run_once", None)
+    names = set(getattr(getattr(run_once, "__code__", None), "co_names", ()))
+    if not {"_ready", "popleft", "_cancelled", "_run", "_process_events"} <= names:
+        return "asyncio's BaseEventLoop._run_once changed (_ready, _process_events)"
+    return None
+
+
+def count_iterations(loop: Any, state: LoopState) -> None:
+    # _run_once calls self._process_events once per iteration, before it
+    # runs that iteration's handles.  The weak reference keeps the loop
+    # free of a loop -> wrapper -> bound method -> loop cycle.
+    process = type(loop)._process_events
+    loop_ref = weakref.ref(loop)
+
+    def process_events(event_list: Any) -> None:
+        state.iteration += 1
+        process(loop_ref(), event_list)
+
+    loop._process_events = process_events
+
+
+def new_state(ioloop: Any, stock_run_callback: Callable[..., Any]) -> LoopState:
+    """How ``add_callback`` treats this IOLoop: batched, call_soon or stock."""
+    loop = ioloop.asyncio_loop
+    if type(ioloop)._run_callback is not stock_run_callback:
+        return LoopState(None, False)  # customised error handling: stock path
+    reason = unknown_loop(loop)
+    if reason is not None:
+        _registry.declined_on_loop("add_callback", loop, reason)
+        return LoopState(None, False)
+    ready = getattr(loop, "_ready", None)
+    process = getattr(loop, "_process_events", None)
+    batching = (
+        isinstance(ready, collections.deque)
+        and getattr(process, "__self__", None) is loop  # not already wrapped
+        and callable(getattr(loop, "_write_to_self", None))
+    )
+    if not batching:
+        return LoopState(None, True)  # uvloop, or a loop batched by another install
+    state = LoopState(ready, False)
+    count_iterations(loop, state)
+    return state
+
+
+def apply(module: ModuleType) -> list[Swap]:
+    """The replacement ``add_callback``, closing over the originals found now.
+
+    It falls back to the stock ``add_callback`` it replaces, and tells an
+    IOLoop subclass with its own error handling by the stock ``_run_callback``;
+    the rest is module-level.  A plain function, not a wrapt wrapper: the
+    hottest path of a Tornado process.  Debug mode: asyncio's ``_debug`` where
+    there is a ready deque (a call less per cross-thread callback), uvloop's
+    ``get_debug()`` (it keeps the flag in C).
+    """
+    from tornado.ioloop import IOLoop
+
+    base = module.BaseAsyncIOLoop
+    stock_add_callback: Callable[..., None] = base.__dict__["add_callback"]
+    make_state = functools.partial(new_state, stock_run_callback=IOLoop._run_callback)
+
+    def add_callback(
+        self: Any, callback: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> None:
+        loop: Any = self.asyncio_loop
+        try:
+            state = self._fastloop_state
+        except AttributeError:
+            state = attached(self, "_fastloop_state", make_state)
+        ready = state.ready
+        if _get_running_loop() is loop:
+            if ready is not None:
+                # The open batch is found at the tail of the ready queue, not
+                # kept on the IOLoop: a reference from the IOLoop to a batch
+                # (which refers back to it) would be a reference cycle, and
+                # Tornado's own test suite rightly fails on those.
+                if ready:
+                    tail = ready[-1]
+                    if (
+                        tail.__class__ is CallbackBatch
+                        and tail._iteration == state.iteration
+                        and tail._ioloop is self
+                    ):
+                        tail._items += (callback, args, kwargs, copy_context())
+                        return
+                if not loop._debug:
+                    items = [callback, args, kwargs, copy_context()]
+                    ready.append(CallbackBatch(self, loop, items, state.iteration))
+                    _onloop_batch()  # ~25 ns, once per batch, not per callback
+                    return
+            elif state.call_soon and not loop.get_debug():
+                loop.call_soon(run_lone, self, loop, callback, args, kwargs)
+                return
+        elif ready is not None:
+            if not loop._debug:
+                if loop._closed:
+                    return  # stock swallows the RuntimeError: nothing runs
+                item = (callback, args, kwargs, copy_context())
+                lock = state.lock
+                lock.acquire()
+                tail = ready[-1] if ready else None
+                if (
+                    tail.__class__ is RemoteBatch
+                    and tail._ioloop is self
+                    and not tail._started
+                ):
+                    tail._items += item
+                    lock.release()
+                    _queued()
+                    return  # the batch's creator has woken the loop
+                ready.append(RemoteBatch(self, loop, list(item), state))
+                lock.release()
+                _queued()
+                loop._write_to_self()
+                return
+        elif state.call_soon and not loop.get_debug():
+            # Closed: swallowed as stock does (AttributeError: its proactor race).
+            with contextlib.suppress(RuntimeError, AttributeError):
+                loop.call_soon_threadsafe(run_lone, self, loop, callback, args, kwargs)
+            return
+        stock_add_callback(self, callback, *args, **kwargs)
+
+    functools.update_wrapper(add_callback, stock_add_callback)
+    return [Swap(base, "add_callback", add_callback)]
+
+
+def unknown_loop(loop: Any) -> str | None:
+    """Why an asyncio loop is not one this patch knows, or None.
+
+    Known: asyncio's selector loops (batched) and uvloop (one handle per
+    callback).  A proactor loop, Tornado's ``AddThreadSelectorEventLoop``
+    proxy, or anything else keeps stock ``add_callback``.
+    """
+    kind = type(loop)  # not isinstance: Tornado's proxy forwards __class__
+    if issubclass(kind, selector_events.BaseSelectorEventLoop):
+        return None
+    if kind.__module__.startswith("uvloop"):
+        return None
+    return f"{kind.__module__}.{kind.__qualname__} is not a selector loop or uvloop"
+
+
+PATCH = Patch(
+    name="add_callback",
+    target="tornado.platform.asyncio",
+    summary="IOLoop.add_callback: callbacks batched into one ready-queue entry",
+    check=check,
+    apply=apply,
+)
