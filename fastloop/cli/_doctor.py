@@ -194,10 +194,10 @@ def render(report: dict[str, Any]) -> str:
             verdict = f"off under {report['loop']}, by design: {why}"
         else:
             verdict = f"declines: {why}"
-        lines.append(f"  {name:<14}{verdict} ({mark})")
+        lines.append(f"  {name:<16}{verdict} ({mark})")
     lines.append("settings")
     for variable, value in report["settings"].items():
-        lines.append(f"  {variable:<24}{value}")
+        lines.append(f"  {variable:<29}{value}")
     for problem in report["problems"]:
         lines.append(f"  INVALID: {problem}")
     lines.append(
