@@ -6,7 +6,8 @@ dataclasses cost time to define at import) so that a process started with
 
 Counters are bumped from any thread: by producers of cross-thread callbacks
 and by every loop thread.  ``itertools.count.__next__`` is one C call, so an
-increment is atomic under the GIL and costs ~25 ns, with no lock; the rare
+increment is atomic under the GIL and costs ~25 ns (``python -m timeit``
+on ``count().__next__``: 25.8 ns), with no lock; the rare
 bulk additions (one per cross-thread batch) take a lock.  ``write_to_fd``
 counts go to counters on each stream (written by its loop's thread only),
 folded into process totals when the stream is collected.

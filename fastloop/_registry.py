@@ -10,12 +10,11 @@ back the very function objects that were there before.
 Patches whose target module is not imported yet are armed with a
 post-import hook, so ``install()`` before ``import tornado`` works: one
 finder at the front of ``sys.meta_path`` that, for a target module only,
-runs the requested patches right after the module's code.  It is ours
-rather than wrapt's because importing wrapt 2 costs ~15 ms at start-up
-(it imports importlib.metadata and asyncio), which every process started
-under ``FASTLOOP=1`` would pay.  A patch's own module is imported only
-when its target is (``register_lazy``): ``import tornado.web`` never loads
-the ``add_callback`` patch, whose target it does not import.
+runs the requested patches right after the module's code
+(``_importhook.py``, which says why it is not wrapt's).  A patch's own
+module is imported only when its target is (``register_lazy``): ``import
+tornado.web`` never loads the ``add_callback`` patch, whose target it
+does not import.
 """
 
 from __future__ import annotations
@@ -25,11 +24,11 @@ import importlib
 import logging
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Sequence
-from importlib.machinery import ModuleSpec
+from collections.abc import Iterable, Iterator
 from types import ModuleType
 from typing import Any, NamedTuple
 
+from fastloop._importhook import PostImportFinder
 from fastloop.patches import RECORDS, Effect, Patch, Swap
 
 log = logging.getLogger("fastloop")
@@ -52,33 +51,49 @@ class _Applied(NamedTuple):
     effect: Effect | None = None
 
 
-_lock = threading.RLock()
-_patches: dict[str, Patch | _Lazy] = {}
-_default: list[str] = []
-_requested: set[str] = set()
-_explicit: set[str] = set()
-_applied: dict[str, _Applied] = {}
-_declined: dict[str, str] = {}
-#: (patch, loop class) -> why the patch keeps stock behaviour on such loops.
-_loop_declines: dict[tuple[str, str], str] = {}
+class _State:
+    """Everything the registry knows, in one object; ``lock`` guards it all.
+
+    Only this module's functions read or change it: they are the interface.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        #: name -> its record (or, until its module is imported, where it is)
+        self.patches: dict[str, Patch | _Lazy] = {}
+        #: the names ``install()`` applies when given none, in order
+        self.default: list[str] = []
+        #: asked for, active or armed until their target module is imported
+        self.requested: set[str] = set()
+        #: asked for by name (a decline is then a warning, not information)
+        self.explicit: set[str] = set()
+        #: active now, with the originals to put back
+        self.applied: dict[str, _Applied] = {}
+        #: declined, and why
+        self.declined: dict[str, str] = {}
+        #: (patch, loop class) -> why the patch keeps stock behaviour there
+        self.loop_declines: dict[tuple[str, str], str] = {}
+
+
+_state = _State()
 
 
 def register(patch: Patch | _Lazy, *, default: bool = True) -> None:
     """Make a patch known by name (``fastloop.patches.RECORDS``, at import)."""
-    with _lock:
-        _patches[patch.name] = patch
-        if default and patch.name not in _default:
-            _default.append(patch.name)
+    with _state.lock:
+        _state.patches[patch.name] = patch
+        if default and patch.name not in _state.default:
+            _state.default.append(patch.name)
 
 
 def unregister(name: str) -> None:
     """Forget a patch registered at run time (uninstalled first, if it is on)."""
-    with _lock:
+    with _state.lock:
         uninstall([name])
-        _patches.pop(name, None)
-        _declined.pop(name, None)
-        if name in _default:
-            _default.remove(name)
+        _state.patches.pop(name, None)
+        _state.declined.pop(name, None)
+        if name in _state.default:
+            _state.default.remove(name)
 
 
 def register_lazy(name: str, target: str, module: str, *, default: bool = True) -> None:
@@ -88,7 +103,7 @@ def register_lazy(name: str, target: str, module: str, *, default: bool = True) 
 
 def _record(name: str) -> Patch:
     """The patch record, its module imported on first need."""
-    entry = _patches[name]
+    entry = _state.patches[name]
     if isinstance(entry, Patch):
         return entry
     # __import__ rather than importlib.import_module: only the former shows
@@ -100,88 +115,30 @@ def _record(name: str) -> Patch:
         entry.target,
     ):
         raise ImportError(f"{entry.module}.PATCH is not the {entry.name!r} patch")
-    _patches[name] = record
+    _state.patches[name] = record
     return record
 
 
-class _PostImportFinder:
-    """Runs the requested patches of a target module right after its code ran.
-
-    Finds the real spec with the finders behind it and wraps the loader for
-    that one import.  The patches run while the target's parent package may
-    still be importing (``asyncio.selector_events`` inside ``import
-    asyncio``): a ``check()`` must not use the parent's other names.  The
-    module's ``__loader__`` is the real one again before any patch runs.
-    Fires on every import of a target (a reload too): the registry skips
-    what is applied already.
-    """
-
-    def __init__(self) -> None:
-        self.targets: set[str] = set()
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: object = None
-    ) -> ModuleSpec | None:
-        if fullname not in self.targets:
-            return None
-        for finder in list(sys.meta_path):
-            find = getattr(finder, "find_spec", None)
-            if finder is self or find is None:
-                continue
-            spec: ModuleSpec | None = find(fullname, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            spec.loader = _HookedLoader(spec.loader)  # type: ignore[assignment]
-        return spec
-
-
-class _HookedLoader:
-    """The real loader, plus the requested patches once the module's code ran."""
-
-    def __init__(self, loader: Any) -> None:
-        self.loader = loader
-
-    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
-        module: ModuleType | None = self.loader.create_module(spec)
-        return module
-
-    def exec_module(self, module: ModuleType) -> None:
-        module.__loader__ = self.loader
-        if module.__spec__ is not None:
-            module.__spec__.loader = self.loader
-        self.loader.exec_module(module)
-        try:
-            _apply_requested(module)
-        except Exception as exc:  # the application's import must go on
-            log.warning("fastloop: patches on %s not applied: %r", module.__name__, exc)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.loader, name)
-
-
-_finder = _PostImportFinder()
+_finder = PostImportFinder(lambda module: _apply_requested(module))
 
 
 def known() -> tuple[str, ...]:
     """All patch names, in registration order."""
-    return tuple(_patches)
+    return tuple(_state.patches)
 
 
 def default_set() -> tuple[str, ...]:
     """The names ``install()`` applies when given none."""
-    return tuple(_default)
+    return tuple(_state.default)
 
 
 def _resolve(patches: Iterable[str] | str | None) -> list[str]:
     if patches is None:
-        return list(_default)
+        return list(_state.default)
     names = [patches] if isinstance(patches, str) else list(patches)
-    unknown = [n for n in names if n not in _patches]
+    unknown = [n for n in names if n not in _state.patches]
     if unknown:
-        valid = ", ".join(_patches)
+        valid = ", ".join(_state.patches)
         raise ValueError(f"unknown fastloop patch {unknown!r}; valid names: {valid}")
     return names
 
@@ -194,13 +151,13 @@ def install(patches: Iterable[str] | str | None = None) -> frozenset[str]:
     once on logger ``fastloop`` and left out, and the others still apply.
     """
     names = _resolve(patches)
-    with _lock:
+    with _state.lock:
         for name in names:
-            _requested.add(name)
+            _state.requested.add(name)
             if patches is not None:
-                _explicit.add(name)
-            _declined.pop(name, None)
-        for target in sorted({_patches[n].target for n in names}):
+                _state.explicit.add(name)
+            _state.declined.pop(name, None)
+        for target in sorted({_state.patches[n].target for n in names}):
             module = sys.modules.get(target)
             if module is not None:
                 _apply_requested(module)
@@ -208,31 +165,31 @@ def install(patches: Iterable[str] | str | None = None) -> frozenset[str]:
                 _finder.targets.add(target)
                 if _finder not in sys.meta_path:
                     sys.meta_path.insert(0, _finder)
-        return frozenset(n for n in names if n in _requested)
+        return frozenset(n for n in names if n in _state.requested)
 
 
 def uninstall(patches: Iterable[str] | str | None = None) -> None:
     """Restore the exact original objects (default: every installed patch)."""
-    names = list(_patches) if patches is None else _resolve(patches)
-    with _lock:
+    names = list(_state.patches) if patches is None else _resolve(patches)
+    with _state.lock:
         for name in names:
-            _requested.discard(name)
-            _explicit.discard(name)
-            applied = _applied.pop(name, None)
+            _state.requested.discard(name)
+            _state.explicit.discard(name)
+            applied = _state.applied.pop(name, None)
             if applied is not None:
                 _restore(applied)
 
 
 def installed() -> frozenset[str]:
     """Names of the patches active right now."""
-    with _lock:
-        return frozenset(_applied)
+    with _state.lock:
+        return frozenset(_state.applied)
 
 
 def effect_of(name: str) -> Effect | None:
     """The live effect of an applied patch, for settings that follow it."""
-    with _lock:
-        applied = _applied.get(name)
+    with _state.lock:
+        applied = _state.applied.get(name)
         return applied.effect if applied is not None else None
 
 
@@ -242,13 +199,13 @@ def available() -> dict[str, str | None]:
     Imports each patch's target module (Tornado, asyncio) to look.
     """
     verdicts: dict[str, str | None] = {}
-    for name, entry in list(_patches.items()):
+    for name, entry in list(_state.patches.items()):
         try:
             module = importlib.import_module(entry.target)
         except Exception as exc:  # any failure to import is a reason, not a crash
             verdicts[name] = f"cannot import {entry.target}: {exc}"
             continue
-        if name in _applied:
+        if name in _state.applied:
             verdicts[name] = None
             continue
         verdicts[name] = _safe_check(name, module)
@@ -261,19 +218,19 @@ def patched(patches: Iterable[str] | str | None = None) -> Iterator[frozenset[st
 
     Only what the block added is removed: patches active before stay active.
     """
-    with _lock:
-        before_requested = set(_requested)
-        before_explicit = set(_explicit)
+    with _state.lock:
+        before_requested = set(_state.requested)
+        before_explicit = set(_state.explicit)
         active = install(patches)
     try:
         yield active
     finally:
-        with _lock:
-            added = _requested - before_requested
+        with _state.lock:
+            added = _state.requested - before_requested
             if added:
                 uninstall(added)
-            _explicit.clear()
-            _explicit.update(before_explicit & _requested)
+            _state.explicit.clear()
+            _state.explicit.update(before_explicit & _state.requested)
 
 
 def _safe_check(name: str, module: ModuleType) -> str | None:
@@ -289,11 +246,15 @@ def _safe_check(name: str, module: ModuleType) -> str | None:
 
 def _apply_requested(module: ModuleType) -> None:
     """Post-import hook: apply every requested patch that targets ``module``."""
-    with _lock:
-        for name, entry in list(_patches.items()):
+    with _state.lock:
+        for name, entry in list(_state.patches.items()):
             if entry.target != module.__name__:
                 continue
-            if name not in _requested or name in _applied or name in _declined:
+            if (
+                name not in _state.requested
+                or name in _state.applied
+                or name in _state.declined
+            ):
                 continue
             reason = _safe_check(name, module)
             if reason is None:
@@ -309,10 +270,10 @@ def _apply_requested(module: ModuleType) -> None:
 def declined_on_loop(name: str, loop: object, reason: str) -> None:
     """A patch keeps stock behaviour on this kind of loop: say why, once per class."""
     kind = f"{type(loop).__module__}.{type(loop).__qualname__}"
-    with _lock:
-        if (name, kind) in _loop_declines:
+    with _state.lock:
+        if (name, kind) in _state.loop_declines:
             return
-        _loop_declines[(name, kind)] = reason
+        _state.loop_declines[(name, kind)] = reason
     log.info(
         "fastloop: patch %r keeps stock behaviour on %s loops: %s", name, kind, reason
     )
@@ -320,16 +281,16 @@ def declined_on_loop(name: str, loop: object, reason: str) -> None:
 
 def loop_declines() -> dict[tuple[str, str], str]:
     """Every (patch, loop class) declined so far, with its reason."""
-    with _lock:
-        return dict(_loop_declines)
+    with _state.lock:
+        return dict(_state.loop_declines)
 
 
 def _decline(name: str, reason: str) -> None:
-    _declined[name] = reason
-    _requested.discard(name)
+    _state.declined[name] = reason
+    _state.requested.discard(name)
     # A patch the user named is worth a warning; one from the default set
     # that does not fit this process (uvloop, proactor) is only information.
-    level = logging.WARNING if name in _explicit else logging.INFO
+    level = logging.WARNING if name in _state.explicit else logging.INFO
     log.log(
         level, "fastloop: patch %r declined, stock behaviour kept: %s", name, reason
     )
@@ -346,7 +307,7 @@ def _perform(patch: Patch, swaps: list[Swap]) -> None:
     except BaseException:
         _restore(_Applied(patch, done, originals[: len(done)]))
         raise
-    _applied[patch.name] = _Applied(patch, swaps, originals, effect)
+    _state.applied[patch.name] = _Applied(patch, swaps, originals, effect)
 
 
 def _restore(applied: _Applied) -> None:
@@ -378,7 +339,7 @@ def check(name: str) -> str | None:
     Imports the patch's target module; ``fastloop doctor`` asks this under
     each event loop policy it answers for.
     """
-    target = _patches[name].target
+    target = _state.patches[name].target
     try:
         module = importlib.import_module(target)
     except Exception as exc:  # any failure to import is a reason, not a crash

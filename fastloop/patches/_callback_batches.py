@@ -118,7 +118,8 @@ def run_items(ioloop: Any, loop: Any, items: Sequence[Any], handle: Any) -> None
     if remaining is None:
         groups: Any = (items,)
     else:
-        # No strict=: a keyword call costs ~150 ns a batch here.
+        # No strict=: the keyword costs ~115 ns a batch here (python -m timeit:
+        # list(zip(a, b)) 251 ns, with strict=True 365 ns, 3 items each).
         groups = zip(remaining, remaining, remaining, remaining)  # noqa: B905
     try:
         for callback, args, kwargs, context in groups:
