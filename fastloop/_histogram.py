@@ -35,3 +35,30 @@ def percentile(
         if seen >= wanted:
             return min(upper, max_ns)
     return max_ns
+
+
+class Percentiles:
+    """p50/p90/p99 of a snapshot that keeps a log2 histogram.
+
+    A mixin for the frozen snapshot dataclasses: each says how to read one
+    percentile (which count and maximum go with its histogram).
+    """
+
+    def percentile_ns(self, fraction: float) -> int:
+        raise NotImplementedError
+
+    @property
+    def p50_ns(self) -> int:
+        return self.percentile_ns(0.50)
+
+    @property
+    def p90_ns(self) -> int:
+        return self.percentile_ns(0.90)
+
+    @property
+    def p99_ns(self) -> int:
+        return self.percentile_ns(0.99)
+
+    def percentile_fields(self) -> dict[str, int]:
+        """The three percentiles, as ``to_dict()`` adds them beside the counts."""
+        return {"p50_ns": self.p50_ns, "p90_ns": self.p90_ns, "p99_ns": self.p99_ns}

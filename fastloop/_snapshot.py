@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fastloop._histogram import Percentiles
 from fastloop._histogram import percentile as _percentile
 from fastloop.observers._gil_stats import GilStats, advice
 
@@ -50,7 +51,7 @@ class WakeupStats:
 
 
 @dataclass(frozen=True)
-class WriteStats:
+class WriteStats(Percentiles):
     """``write_to_fd`` calls across every stream of the process."""
 
     calls: int
@@ -75,18 +76,6 @@ class WriteStats:
     def percentile_ns(self, fraction: float) -> int:
         """Upper bound of the bucket holding that fraction of calls (0 if none)."""
         return _percentile(self.histogram, self.calls, self.max_ns, fraction)
-
-    @property
-    def p50_ns(self) -> int:
-        return self.percentile_ns(0.50)
-
-    @property
-    def p90_ns(self) -> int:
-        return self.percentile_ns(0.90)
-
-    @property
-    def p99_ns(self) -> int:
-        return self.percentile_ns(0.99)
 
 
 @dataclass(frozen=True)
@@ -149,9 +138,7 @@ class Snapshot:
         data["installed"] = list(self.installed)
         writes = data["write_to_fd"]
         writes["histogram"] = [list(pair) for pair in self.write_to_fd.histogram]
-        writes["p50_ns"] = self.write_to_fd.p50_ns
-        writes["p90_ns"] = self.write_to_fd.p90_ns
-        writes["p99_ns"] = self.write_to_fd.p99_ns
+        writes.update(self.write_to_fd.percentile_fields())
         lags = data["watchdog"]
         lags["lag_histogram"] = [list(pair) for pair in self.watchdog.lag_histogram]
         lags["lag_p50_ns"] = self.watchdog.lag_p50_ns
@@ -161,9 +148,6 @@ class Snapshot:
             waits = getattr(self.gil, source)
             entry = data["gil"][source]
             entry["histogram"] = [list(pair) for pair in waits.histogram]
-            entry["p50_ns"] = waits.p50_ns
-            entry["p90_ns"] = waits.p90_ns
-            entry["p99_ns"] = waits.p99_ns
-            entry["fraction"] = waits.fraction
+            entry.update(waits.percentile_fields(), fraction=waits.fraction)
         data["gil"]["advice"] = advice(self.gil, "switchinterval" in self.installed)
         return data

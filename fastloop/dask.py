@@ -136,19 +136,14 @@ def cluster_stats(client: Any) -> dict[str, Any]:
     writes, lags = total["write_to_fd"], total["watchdog"]
     merged_writes = _rebuild(WriteStats, writes)
     merged_lags = _rebuild(WatchdogStats, lags)
+    writes.update(merged_writes.percentile_fields())
     for name, fraction in (("p50_ns", 0.50), ("p90_ns", 0.90), ("p99_ns", 0.99)):
-        writes[name] = merged_writes.percentile_ns(fraction)
         lags[f"lag_{name}"] = merged_lags.lag_percentile_ns(fraction)
     waits = {}
     for source in ("poll", "probe"):
         data = total["gil"][source]
         waits[source] = merged = _rebuild(GilWaits, data)
-        data.update(
-            p50_ns=merged.p50_ns,
-            p90_ns=merged.p90_ns,
-            p99_ns=merged.p99_ns,
-            fraction=merged.fraction,
-        )
+        data.update(merged.percentile_fields(), fraction=merged.fraction)
     everywhere = total["installed"].get("switchinterval", 0) == len(parts)
     total["gil"]["advice"] = advice(
         GilStats(total["gil"]["probing"], waits["poll"], waits["probe"]), everywhere

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fastloop._histogram import percentile
+from fastloop._histogram import Percentiles, percentile
 
 
 @dataclass(frozen=True)
-class GilWaits:
+class GilWaits(Percentiles):
     """Waits for the GIL from one source."""
 
     samples: int
@@ -21,18 +21,6 @@ class GilWaits:
 
     def percentile_ns(self, fraction: float) -> int:
         return percentile(self.histogram, self.samples, self.max_ns, fraction)
-
-    @property
-    def p50_ns(self) -> int:
-        return self.percentile_ns(0.50)
-
-    @property
-    def p90_ns(self) -> int:
-        return self.percentile_ns(0.90)
-
-    @property
-    def p99_ns(self) -> int:
-        return self.percentile_ns(0.99)
 
     @property
     def fraction(self) -> float:
