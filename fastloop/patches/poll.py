@@ -278,18 +278,23 @@ def _gate(loop: Any, selector: Any, epoll_wait: Any) -> Callable[..., Any]:
     # whether the loop blocked in between (then wall time includes idling).
     sampled_at, sampled_cpu, blocked = last_real, cpu_now(), True
 
+    def stock_poll(wait: float, max_ev: int) -> list[tuple[selectors.SelectorKey, int]]:
+        # Stock's poll and EINTR rule, GIL released: for the paths that may
+        # block or are rare (the busy path below keeps its own copy inline).
+        try:
+            return ready_list(epoll_poll(wait, max_ev))
+        except InterruptedError:
+            return []
+
     def select(timeout: float | None = None) -> Any:
         nonlocal last_real, next_sample, held, buffer
         nonlocal sampled_at, sampled_cpu, blocked
         if timeout is None or timeout > 0:  # may block: stock, GIL released
             wait = -1 if timeout is None else ceil(timeout * 1e3) * 1e-3
-            try:
-                fd_event_list = epoll_poll(wait, len(fd_to_key) or 1)
-            except InterruptedError:
-                fd_event_list = []
+            ready = stock_poll(wait, len(fd_to_key) or 1)
             last_real = now()
             blocked = True
-            return ready_list(fd_event_list)
+            return ready
         started = now()
         if skip_ns and started - last_real < skip_ns:
             owner = loop_ref()
@@ -299,10 +304,7 @@ def _gate(loop: Any, selector: Any, epoll_wait: Any) -> Callable[..., Any]:
         last_real = started
         if started >= next_sample:  # release the GIL, timed
             cpu = cpu_now()
-            try:
-                fd_event_list = epoll_poll(0, len(fd_to_key) or 1)
-            except InterruptedError:
-                fd_event_list = []
+            ready = stock_poll(0, len(fd_to_key) or 1)
             waited = now() - started - (cpu_now() - cpu)
             gil_wait(waited)
             # Contended: this poll waited, or the loop never idled since the
@@ -312,7 +314,7 @@ def _gate(loop: Any, selector: Any, epoll_wait: Any) -> Callable[..., Any]:
             held = waited >= CONTENDED_NS or starved
             next_sample = started + (HELD_SAMPLE_NS if held else SAMPLE_NS)
             sampled_at, sampled_cpu, blocked = started, cpu, False
-            return ready_list(fd_event_list)
+            return ready
         if not held:
             try:
                 return ready_list(epoll_poll(0, len(fd_to_key) or 1))
@@ -325,10 +327,7 @@ def _gate(loop: Any, selector: Any, epoll_wait: Any) -> Callable[..., Any]:
         if count == 0:
             return []
         if count < 0:  # EINTR, or an error stock raises in its own words
-            try:
-                return ready_list(epoll_poll(0, max_ev))
-            except InterruptedError:
-                return []
+            return stock_poll(0, max_ev)
         return ready_list(buffer.events(count))
 
     return select
