@@ -241,7 +241,29 @@ class SlowSocket(socket.socket):
         return super().send(data, *args)
 
 
-def test_slow_writes_log_one_line_a_second_with_the_suppressed_count(caplog):
+class RateLimitClock:
+    """``time`` for the write_to_fd module, with a monotonic clock that moves
+    only when the test moves it: whether two slow writes fall in the same
+    one-second window is then decided by the test, not by the machine."""
+
+    def __init__(self) -> None:
+        self.now_ns = 10**12
+
+    def monotonic_ns(self) -> int:
+        return self.now_ns
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+
+def test_slow_writes_log_one_line_a_second_with_the_suppressed_count(
+    caplog, monkeypatch
+):
+    from fastloop.patches import write_to_fd
+
+    clock = RateLimitClock()
+    monkeypatch.setattr(write_to_fd, "time", clock)
+
     async def main(writes):
         client, server_side, server = await stream_pair()
         slow_client = IOStream(SlowSocket(fileno=os.dup(client.socket.fileno())))
@@ -263,7 +285,7 @@ def test_slow_writes_log_one_line_a_second_with_the_suppressed_count(caplog):
             fastloop.reset_stats()
             peer = asyncio.run(main(3))
             first = [r.getMessage() for r in caplog.records if r.name == "fastloop"]
-            time.sleep(1.05)  # let the one-a-second window pass (not a timing check)
+            clock.now_ns += 1_001_000_000  # the one-a-second window has passed
             asyncio.run(main(1))
             lines = [r.getMessage() for r in caplog.records if r.name == "fastloop"]
             slow = fastloop.stats().write_to_fd.slow
