@@ -14,7 +14,6 @@ import os
 import selectors
 import signal
 import socket
-import threading
 
 import pytest
 from tornado.ioloop import IOLoop
@@ -237,20 +236,25 @@ def test_a_poll_with_a_timeout_is_never_skipped(monkeypatch):
     monkeypatch.setattr(poll, "clock", lambda: 0)
     monkeypatch.setattr(config.settings, "poll_us", 1e12)
     with fastloop.patched(["poll"]):
-        _recv_from_a_thread()
+        _readable_before_the_loop_waits()
 
 
-def _recv_from_a_thread() -> None:
+def _readable_before_the_loop_waits() -> None:
     loop = asyncio.new_event_loop()
     reader, writer = socket.socketpair()
     try:
-        threading.Timer(0.05, writer.send, (b"x",)).start()
-
-        async def wait_readable() -> bytes:
-            return await loop.sock_recv(reader, 1)
-
-        reader.setblocking(False)
-        assert loop.run_until_complete(wait_readable()) == b"x"
+        # Readable before the loop runs, and its ready queue empty: only its
+        # poll with a timeout (of the give-up timer) can see the socket.
+        writer.send(b"x")
+        received = loop.create_future()
+        loop.add_reader(
+            reader.fileno(),
+            lambda: received.done() or received.set_result(reader.recv(1)),
+        )
+        give_up = loop.call_later(30, loop.stop)  # a skipped poll fails, not hangs
+        assert loop.run_until_complete(received) == b"x"
+        give_up.cancel()
+        loop.remove_reader(reader.fileno())
     finally:
         reader.close()
         writer.close()
@@ -276,7 +280,14 @@ def test_stopping_loop_polls_for_real_as_stock(fake_clock):
             loop.call_soon(loop.stop)
             loop.run_forever()
             ran.append("next run")
-            loop.run_until_complete(asyncio.sleep(0.001))  # the queue drains
+            # The queue is empty: the loop polls with a timeout, for real.
+            loop.remove_reader(reader.fileno())
+            loop.add_reader(
+                reader.fileno(), lambda: (ran.append("reader"), loop.stop())
+            )
+            give_up = loop.call_later(30, loop.stop)  # a lost event fails
+            loop.run_forever()
+            give_up.cancel()
             loop.remove_reader(reader.fileno())
         finally:
             reader.close()
