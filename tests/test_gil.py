@@ -41,26 +41,39 @@ def test_probe_starts_records_and_stops():
 
 
 def test_probe_sees_a_thread_that_holds_the_gil():
-    """Beside a pure-Python spinner, waking up waits for the GIL hand-over."""
-    stop = [False]
+    """A wake-up that comes while another thread holds the GIL waits for it.
 
-    def spin() -> None:
-        while not stop[0]:
-            pass
-
+    The holder makes one C call (``sum`` over a ``range``) that keeps the
+    GIL however long it takes, sized until it costs 20 probe periods of the
+    holder's CPU time (wall time is at least that).  No tick runs during
+    it, so the first one after it waited nearly all of it; half is asserted,
+    the rest covering the few bytecodes around the call, where the GIL may
+    change hands.  (A pure-Python spinner hands the GIL over at the switch
+    interval only if the waiter is the thread scheduled then: a bound on
+    scheduling, not a construction.)
+    """
+    period_ns = 1_000_000
     fastloop.reset_stats()
-    fastloop.configure(gil_probe_ms=1)
-    spinner = threading.Thread(target=spin)
-    spinner.start()
-    try:
-        wait_for(lambda: fastloop.stats().gil.probe.samples >= 20)
-    finally:
-        stop[0] = True
-        spinner.join()
-    probe = fastloop.stats().gil.probe
-    # A spinner drops the GIL only when a waiter has asked for a whole switch
-    # interval: some wake-up waited at least that long.
-    assert probe.max_ns >= sys_switch_interval_ns() // 2
+    fastloop.configure(gil_probe_ms=period_ns / 1e6)
+    wait_for(lambda: fastloop.stats().gil.probe.samples >= 1)
+    counted: list[int] = []
+
+    def hold() -> None:
+        n = 1 << 16
+        while True:
+            started = time.thread_time_ns()
+            sum(range(n))  # one C call: this thread keeps the GIL throughout
+            if time.thread_time_ns() - started >= 20 * period_ns:
+                break
+            n *= 2
+        counted.append(fastloop.stats().gil.probe.samples)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holder.join()
+    # A tick counted after the call: the one right after it has been, by then.
+    wait_for(lambda: fastloop.stats().gil.probe.samples > counted[0])
+    assert fastloop.stats().gil.probe.max_ns >= 10 * period_ns
 
 
 def sys_switch_interval_ns() -> int:
