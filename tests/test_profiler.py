@@ -27,8 +27,43 @@ def no_thread_left_behind():
     assert leftover == []
 
 
-def sleeping_handler_for_the_test():
-    time.sleep(0.2)
+def sampled(running, wanted) -> bool:
+    """Whether ``running`` has sampled a stack that ``wanted(stack)`` accepts."""
+    return any(wanted(stack) for stack in running.stacks())
+
+
+def idle(stack) -> bool:
+    return stack[-1] == profiler.IDLE
+
+
+def in_the_handler(stack) -> bool:
+    return stack[-1].startswith("sleeping_handler_for_the_test (")
+
+
+def wait_sampled(running, wanted, timeout_s=30.0) -> bool:
+    """Block this thread until ``running`` has sampled a ``wanted`` stack."""
+    deadline = time.monotonic() + timeout_s
+    while not sampled(running, wanted):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+async def until_sampled(running, wanted, timeout_s=30.0) -> None:
+    """Let the loop run until ``running`` has sampled a ``wanted`` stack."""
+    deadline = time.monotonic() + timeout_s
+    while not sampled(running, wanted):
+        assert time.monotonic() < deadline, "the profiler never sampled that"
+        await asyncio.sleep(0.005)
+
+
+def sleeping_handler_for_the_test(running):
+    # Blocks the loop, sleeping in this frame, until the profiler has sampled
+    # it here: however late the sampling thread gets to run, it sees this.
+    deadline = time.monotonic() + 30
+    while not sampled(running, in_the_handler) and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def uvloop_run(coroutine):
@@ -40,9 +75,9 @@ def profile_a_blocking_callback(interval_ms=5, runner=asyncio.run):
     async def main():
         io = IOLoop.current()
         with fastloop.profile(interval_ms=interval_ms) as running:
-            await asyncio.sleep(0.1)  # idle in the selector
-            io.add_callback(sleeping_handler_for_the_test)
-            await asyncio.sleep(0.3)
+            await until_sampled(running, idle)  # idle in the selector
+            io.add_callback(sleeping_handler_for_the_test, running)
+            await until_sampled(running, in_the_handler)
         return running
 
     return runner(main())
@@ -123,28 +158,50 @@ def test_speedscope_json_has_what_its_schema_requires(tmp_path):
     }
 
 
-def waits_for_a_subprocess_in_the_loop():
+def waits_for_a_subprocess_in_the_loop(gate: int) -> None:
+    # The child exits once a byte comes through ``gate``.
     subprocess.run(
-        [sys.executable, "-c", "import time; time.sleep(0.3)"],
+        [sys.executable, "-c", f"import os; os.read({gate}, 1)"],
         capture_output=True,
         check=True,
+        pass_fds=(gate,),
+    )
+
+
+def waiting_in_selectors(stack) -> bool:
+    """The callback, waiting in selectors.py: work, not the loop's idling."""
+    return any(f.startswith("waits_for_a_subprocess_in_the_loop") for f in stack) and (
+        any("selectors.py" in f for f in stack)
     )
 
 
 def test_a_callback_waiting_in_selectors_for_a_subprocess_is_work_not_idle():
-    # subprocess.run(capture_output=True) waits in selectors.py too.
+    # subprocess.run(capture_output=True) waits in selectors.py too.  The
+    # child runs until the profiler has sampled the callback waiting for it.
+    gate_out, gate_in = os.pipe()
+
     async def main():
         io = IOLoop.current()
         with fastloop.profile(interval_ms=5) as running:
-            io.add_callback(waits_for_a_subprocess_in_the_loop)
-            await asyncio.sleep(0.6)
+
+            def open_the_gate() -> None:
+                wait_sampled(running, waiting_in_selectors)
+                os.write(gate_in, b"x")  # in any case: the child must end
+
+            opener = threading.Thread(target=open_the_gate)
+            opener.start()
+            io.add_callback(waits_for_a_subprocess_in_the_loop, gate_out)
+            await until_sampled(running, waiting_in_selectors)
+            opener.join()
         return running
 
-    stacks = asyncio.run(main()).stacks()
+    try:
+        stacks = asyncio.run(main()).stacks()
+    finally:
+        os.close(gate_out)
+        os.close(gate_in)
     waiting = sum(
-        count
-        for stack, count in stacks.items()
-        if any(f.startswith("waits_for_a_subprocess_in_the_loop") for f in stack)
+        count for stack, count in stacks.items() if waiting_in_selectors(stack)
     )
     assert waiting > 0
 
@@ -186,15 +243,24 @@ def test_only_loop_threads_are_sampled():
 def test_a_loop_given_explicitly_is_the_only_one_sampled():
     io = IOLoop(make_current=False)
     other = IOLoop(make_current=False)
+    other_runs, other_may_stop = threading.Event(), threading.Event()
+
+    async def run_other():  # runs the whole time the profile samples
+        other_runs.set()
+        while not other_may_stop.is_set():
+            await asyncio.sleep(0.005)
+
     elsewhere = threading.Thread(
-        target=other.run_sync, args=(lambda: asyncio.sleep(0.3),), name="other-loop"
+        target=other.run_sync, args=(run_other,), name="other-loop"
     )
     try:
         with fastloop.profile(interval_ms=2, loop=io) as running:
             elsewhere.start()
-            io.run_sync(lambda: asyncio.sleep(0.2))
-        elsewhere.join()
+            assert other_runs.wait(30)
+            io.run_sync(lambda: until_sampled(running, idle))
     finally:
+        other_may_stop.set()
+        elsewhere.join()
         io.close()
         other.close()
     assert running.samples > 0
@@ -217,12 +283,37 @@ def test_start_twice_is_an_error_and_stop_is_idempotent():
     assert not running.running
 
 
-FORKING_APP = """
+#: For the apps below: wait until the profile that FASTLOOP_PROFILE started
+#: (found by its type: the app has no handle on it) has sampled a stack
+#: that ``wanted`` accepts, rather than sleeping long enough to expect one.
+UNTIL_SAMPLED = """
+import gc, time
+
+def sampled(wanted):
+    profiles = [
+        o for o in gc.get_objects()
+        if type(o).__module__ == "fastloop.observers.profiler"
+        and type(o).__name__ == "Profile"
+    ]
+    return any(wanted(stack) for p in profiles for stack in p.stacks())
+
+def in_stack(function):
+    return lambda stack: any(f.startswith(function + " (") for f in stack)
+
+def until_sampled(wanted):  # blocks this thread (a loop callback: the loop)
+    deadline = time.monotonic() + 30
+    while not sampled(wanted) and time.monotonic() < deadline:
+        time.sleep(0.005)
+"""
+
+FORKING_APP = (
+    UNTIL_SAMPLED
+    + """
 import asyncio, os, sys, time
 from tornado.ioloop import IOLoop
 
 def parent_work_after_the_fork():
-    time.sleep(0.25)
+    until_sampled(in_stack("parent_work_after_the_fork"))
 
 async def main():
     io = IOLoop.current()
@@ -238,6 +329,7 @@ async def main():
 
 asyncio.run(main())
 """
+)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
@@ -263,22 +355,28 @@ def test_a_forked_child_writes_its_own_profile_not_the_parents(tmp_path):
     )
 
 
-PROFILED_APP = """
+PROFILED_APP = (
+    UNTIL_SAMPLED
+    + """
 import asyncio, os, subprocess, sys, time
 from tornado.ioloop import IOLoop
 
 def crunch_numbers_in_the_loop():
-    time.sleep(0.25)
+    until_sampled(in_stack("crunch_numbers_in_the_loop"))
 
 async def main():
     IOLoop.current().add_callback(crunch_numbers_in_the_loop)
-    await asyncio.sleep(0.5)
+    deadline = time.monotonic() + 30
+    while not sampled(lambda stack: stack[-1] == "(idle)"):  # idle, after it
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.005)
 
 asyncio.run(main())
 if len(sys.argv) > 1:
     subprocess.run([sys.executable, *sys.argv[1:]], check=True)
 print("app ran")
 """
+)
 
 
 def test_fastloop_run_profile_writes_the_file_and_children_their_own(tmp_path):
