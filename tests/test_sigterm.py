@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,7 @@ pytestmark = pytest.mark.skipif(
 
 APP = textwrap.dedent(
     """
-    import signal, sys
+    import signal, sys, time
     import tornado.web
     from tornado.ioloop import IOLoop
 
@@ -44,7 +43,20 @@ APP = textwrap.dedent(
     app = tornado.web.Application([("/", Hello)])
     server = app.listen(0, address="127.0.0.1")
     def ready():
+        # Once the profile that --profile started (found by its type) has
+        # sampled this loop: its thread may be slow to get a CPU.
+        import gc
+        profiles = [
+            o for o in gc.get_objects()
+            if type(o).__module__ == "fastloop.observers.profiler"
+            and type(o).__name__ == "Profile"
+        ]
+        sampled = all(profile.samples for profile in profiles)
+        if not sampled and time.monotonic() < give_up:
+            IOLoop.current().call_later(0.005, ready)
+            return
         print("ready", flush=True)
+    give_up = time.monotonic() + 30  # then the test fails, rather than hangs
     IOLoop.current().add_callback(ready)
     IOLoop.current().start()
     print("app returned", flush=True)
@@ -89,8 +101,7 @@ def test_sigterm_writes_report_and_profile_and_still_dies_of_sigterm(tmp_path):
     require_installed_pth()
     report = tmp_path / "report.json"
     process = start(tmp_path, report=str(report))
-    wait_for_line(process, "ready")
-    time.sleep(0.1)  # a few profiler samples (their count is not asserted)
+    wait_for_line(process, "ready")  # the profile holds a sample by then
     out, err = stop(process)
     assert process.returncode == -signal.SIGTERM, err
     assert "app returned" not in out
