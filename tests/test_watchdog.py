@@ -39,8 +39,62 @@ def watchdog_records(caplog):
     return [r.getMessage() for r in caplog.records if r.name == "fastloop"]
 
 
-def sleeping_handler_for_the_test():
-    time.sleep(0.2)
+class WatchdogClock:
+    """The watchdog's clock: 1 ns per read, or 10 ms per read while ``flowing``.
+
+    Heartbeat lag is then a few nanoseconds however the machine schedules
+    the loop and watchdog threads: only the stretches where a test makes
+    time flow (blocking a loop, or keeping one stopped) can look like a
+    block, and each read while flowing is a watchdog tick seeing time pass.
+    """
+
+    STEP_NS = 10_000_000
+
+    def __init__(self) -> None:
+        self.now = 10**12
+        self.flowing = False
+        self._lock = threading.Lock()
+
+    def __call__(self) -> int:
+        with self._lock:
+            self.now += self.STEP_NS if self.flowing else 1
+            return self.now
+
+    def advance(self, ns: int) -> None:
+        with self._lock:
+            self.now += ns
+
+    def flow_for(self, ns: int) -> None:
+        """Let ``ns`` pass as the watchdog's ticks see it; blocks this thread."""
+        target = self.now + ns
+        self.flowing = True
+        try:
+            give_up = time.monotonic() + 30
+            while self.now < target and time.monotonic() < give_up:
+                time.sleep(0.001)
+        finally:
+            self.flowing = False
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    fake = WatchdogClock()
+    monkeypatch.setattr(watchdog, "_clock", fake)
+    return fake
+
+
+def sleeping_handler_for_the_test(clock, caplog):
+    # Blocks the loop while time flows, until the watchdog has reported it:
+    # however late the watchdog thread gets to run, the block is long enough.
+    clock.flowing = True
+    try:
+        give_up = time.monotonic() + 30
+        while time.monotonic() < give_up:
+            if any("blocked for" in line for line in watchdog_records(caplog)):
+                break
+            time.sleep(0.005)
+    finally:
+        clock.flowing = False
 
 
 def uvloop_run(coroutine):
@@ -49,14 +103,16 @@ def uvloop_run(coroutine):
 
 
 @pytest.mark.parametrize("runner", [asyncio.run, uvloop_run], ids=["asyncio", "uvloop"])
-def test_a_200ms_sleep_gives_one_episode_with_the_sleeper_in_the_stack(caplog, runner):
+def test_a_blocking_callback_gives_one_episode_with_it_in_the_stack(
+    caplog, runner, clock
+):
     caplog.set_level(logging.WARNING, logger="fastloop")
 
     async def main():
         io = IOLoop.current()  # watch() with no loop watches every IOLoop
         with fastloop.watch(threshold_ms=50):
             await until(lambda: fastloop.stats().watchdog.beats >= 2)
-            io.add_callback(sleeping_handler_for_the_test)
+            io.add_callback(sleeping_handler_for_the_test, clock, caplog)
             await until(lambda: fastloop.stats().watchdog.episodes >= 1)
             beats = fastloop.stats().watchdog.beats
             await until(lambda: fastloop.stats().watchdog.beats >= beats + 3)
@@ -70,19 +126,19 @@ def test_a_200ms_sleep_gives_one_episode_with_the_sleeper_in_the_stack(caplog, r
     blocked, recovered = watchdog_records(caplog)
     assert "event loop on thread 'MainThread' blocked for" in blocked
     assert "sleeping_handler_for_the_test" in blocked
-    assert "time.sleep(0.2)" in blocked
+    assert "time.sleep(0.005)" in blocked  # the line it is blocked at
     assert __file__ in blocked
     assert "responsive again after" in recovered
     assert "blocked episodes              1" in fastloop.report()
 
 
-def test_a_block_that_ends_as_the_loop_closes_is_one_episode(caplog):
+def test_a_block_that_ends_as_the_loop_closes_is_one_episode(caplog, clock):
     caplog.set_level(logging.WARNING, logger="fastloop")
 
     async def main():
         IOLoop.current()
         await until(lambda: fastloop.stats().watchdog.beats >= 2)
-        sleeping_handler_for_the_test()  # then the loop stops and closes
+        sleeping_handler_for_the_test(clock, caplog)  # then the loop stops, closes
 
     with fastloop.watch(threshold_ms=50):
         asyncio.run(main())
@@ -116,7 +172,7 @@ def test_a_loop_closed_between_two_ticks_mid_episode_ends_the_episode(caplog):
     assert "responsive again after" in recovered
 
 
-def test_a_busy_but_responsive_loop_has_no_episode(caplog):
+def test_a_busy_but_responsive_loop_has_no_episode(caplog, clock):
     caplog.set_level(logging.WARNING, logger="fastloop")
 
     async def main():
@@ -126,6 +182,7 @@ def test_a_busy_but_responsive_loop_has_no_episode(caplog):
 
         def two_ms_of_work():
             time.sleep(0.002)
+            clock.advance(2_000_000)  # as the watchdog sees it, too
             left[0] -= 1
             if left[0]:
                 io.add_callback(two_ms_of_work)
@@ -142,52 +199,76 @@ def test_a_busy_but_responsive_loop_has_no_episode(caplog):
     assert watchdog_records(caplog) == []
 
 
-def test_loops_in_several_threads_each_get_their_own_episodes(caplog):
+def test_loops_in_several_threads_each_get_their_own_episodes(caplog, clock):
+    """Two loops running in their threads; the watchdog driven tick by tick."""
     caplog.set_level(logging.WARNING, logger="fastloop")
-    ready = threading.Barrier(3)
+    dog = fastloop.watch(threshold_ms=50)
+    dog.stop()
+    names = ("blocking-loop", "healthy-loop")
+    ioloops = {}
+    running = threading.Barrier(3)
     release = threading.Event()
 
-    def run_loop(block: bool):
+    def run_loop(name):
         async def main():
-            io = IOLoop.current()
-            await until(lambda: fastloop.stats().watchdog.beats >= 4)
-            ready.wait()
-            if block:
-                io.add_callback(sleeping_handler_for_the_test)
+            ioloops[name] = IOLoop.current()
+            running.wait()
             await asyncio.get_running_loop().run_in_executor(None, release.wait)
 
         asyncio.run(main())
 
-    with fastloop.watch(threshold_ms=50):
-        threads = [
-            threading.Thread(target=run_loop, args=(block,), name=name)
-            for block, name in ((True, "blocking-loop"), (False, "healthy-loop"))
-        ]
-        for thread in threads:
-            thread.start()
-        ready.wait()
-        give_up = time.monotonic() + 20
-        while fastloop.stats().watchdog.episodes < 1 and time.monotonic() < give_up:
-            time.sleep(0.01)
-        time.sleep(0.1)  # a tick or two more, to see that nothing else is logged
+    def heartbeat_ran(*which):
+        give_up = time.monotonic() + 30
+        for name in which:
+            watched = dog._watched[id(ioloops[name].asyncio_loop)]
+            while watched.ran_ns is None:
+                assert time.monotonic() < give_up, f"{name} never ran a heartbeat"
+                time.sleep(0.001)
+
+    entered, unblock = threading.Event(), threading.Event()
+
+    def blocked_by_the_test():
+        entered.set()
+        unblock.wait(30)
+
+    threads = [threading.Thread(target=run_loop, args=(n,), name=n) for n in names]
+    for thread in threads:
+        thread.start()
+    try:
+        running.wait()
+        dog._tick()  # a heartbeat to each loop
+        heartbeat_ran(*names)
+        ioloops["blocking-loop"].add_callback(blocked_by_the_test)
+        assert entered.wait(30)
+        dog._tick()  # lags taken; new heartbeats, one stuck behind the block
+        heartbeat_ran("healthy-loop")
+        clock.advance(80_000_000)
+        dog._tick()  # 80 ms > 50 ms: blocking-loop's episode, with its stack
+        unblock.set()
+        heartbeat_ran(*names)
+        dog._tick()  # it answered: the episode ends
+    finally:
+        unblock.set()
         release.set()
         for thread in threads:
             thread.join()
     assert fastloop.stats().watchdog.episodes == 1
     blocked, recovered = watchdog_records(caplog)
     assert "thread 'blocking-loop' blocked" in blocked
-    assert "sleeping_handler_for_the_test" in blocked
-    assert "thread 'blocking-loop' responsive again" in recovered
+    assert "blocked_by_the_test" in blocked
+    assert "thread 'blocking-loop' responsive again after 80.0 ms" in recovered
 
 
-def test_time_outside_a_stopped_loop_is_not_a_block(caplog):
+def test_time_outside_a_stopped_loop_is_not_a_block(caplog, clock):
     caplog.set_level(logging.WARNING, logger="fastloop")
     io = IOLoop(make_current=False)
     try:
         with fastloop.watch(threshold_ms=50, loop=io):
             for _ in range(3):
                 io.run_sync(lambda: asyncio.sleep(0.05))
-                time.sleep(0.2)  # the loop is not running: nothing to report
+                # The loop is not running: 200 ms pass, as the watchdog's
+                # ticks see it, and there is nothing to report.
+                clock.flow_for(200_000_000)
     finally:
         io.close()
     assert fastloop.stats().watchdog.episodes == 0
@@ -197,7 +278,7 @@ def test_time_outside_a_stopped_loop_is_not_a_block(caplog):
 def test_watching_one_loop_ends_when_it_closes():
     io = IOLoop(make_current=False)
     dog = fastloop.watch(threshold_ms=20, loop=io)
-    io.run_sync(lambda: asyncio.sleep(0.05))
+    io.run_sync(lambda: until(lambda: fastloop.stats().watchdog.beats >= 1))
     io.close()
     give_up = time.monotonic() + 20
     while dog.running and time.monotonic() < give_up:
@@ -263,9 +344,12 @@ def test_fastloop_block_ms_alone_watches_an_unchanged_app():
     result = run_app({"FASTLOOP_BLOCK_MS": "100"})
     assert result.returncode == 0, result.stderr
     assert result.stdout == "app ran\n"
-    assert result.stderr.count("blocked for") == 1
-    assert "parse_a_huge_message" in result.stderr
-    assert result.stderr.count("responsive again after") == 1
+    # Real time here: a machine that stalls this process for 100 ms makes an
+    # episode of its own, with another stack.  The 300 ms block is exactly one.
+    episodes = result.stderr.split("fastloop: event loop on thread ")[1:]
+    blocked = [e for e in episodes if " blocked for " in e.split("\n")[0]]
+    assert len([e for e in blocked if "parse_a_huge_message" in e]) == 1
+    assert result.stderr.count("responsive again after") == len(blocked)
 
 
 def test_a_malformed_fastloop_block_ms_gets_one_line_and_the_app_runs_on():
@@ -374,8 +458,8 @@ async def main():
         watched = fastloop.stats().watchdog
         print("child", watched.watching, watched.episodes, flush=True)
         os._exit(0)
-    await asyncio.sleep(0.5)
-    os.waitpid(pid, 0)
+    # Waited for off the loop: the child may be slow to end.
+    await asyncio.get_running_loop().run_in_executor(None, os.waitpid, pid, 0)
     print("parent", fastloop.stats().watchdog.episodes, flush=True)
 
 asyncio.run(main())
