@@ -189,20 +189,20 @@ def test_version_names_fastloop_tornado_and_python():
 
 
 def test_bench_help_says_what_it_means(capsys):
-    from fastloop.cli import _bench
+    from fastloop.cli import bench
 
     with pytest.raises(SystemExit):
         cli.main(["bench", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "95% intervals" in text and "%%" not in text
-    full, quick = _bench.MEASURED_SECONDS["full"], _bench.MEASURED_SECONDS["quick"]
+    full, quick = bench.MEASURED_SECONDS["full"], bench.MEASURED_SECONDS["quick"]
     assert f"{full} s for all workloads, {quick} s with --quick" in text
 
 
 def test_min_rounds_is_the_fewest_that_bound_the_median():
-    from fastloop.cli import _bench
+    from fastloop.cli import bench
 
-    needed = _bench.min_rounds(0.95)
+    needed = bench.min_rounds(0.95)
     assert needed == 6
     # With that many the extreme values are the interval; with one fewer, none.
     assert ab.median_interval(range(needed))[1:] == (0, needed - 1)

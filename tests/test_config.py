@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from fastloop import _bootstrap, _registry, config
+from fastloop import config
+from fastloop.patches import registry
+from fastloop.runtime import bootstrap
 
 KNOWN = ("add_callback", "wakeup", "write_to_fd")
 
@@ -71,9 +73,9 @@ def test_bootstrap_never_raises(monkeypatch, capsys):
         raise RuntimeError("simulated failure")
 
     monkeypatch.setenv("FASTLOOP", "1")
-    monkeypatch.setattr(_registry, "install", explode)
-    monkeypatch.setattr(_bootstrap, "_started", False)
-    _bootstrap.run()
-    _bootstrap.run()  # a second .pth pass does nothing
+    monkeypatch.setattr(registry, "install", explode)
+    monkeypatch.setattr(bootstrap, "_started", False)
+    bootstrap.run()
+    bootstrap.run()  # a second .pth pass does nothing
     err = capsys.readouterr().err
     assert err == "fastloop: not activated: RuntimeError('simulated failure')\n"

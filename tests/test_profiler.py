@@ -15,7 +15,7 @@ import pytest
 from tornado.ioloop import IOLoop
 
 import fastloop
-from fastloop import flamegraph
+from fastloop.cli import flamegraph
 from fastloop.observers import profiler
 from tests_support import require_installed_pth
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from fastloop.cli._arguments import Commands
+
 IDLE = "(idle)"
 #: Label of the one box that stands in for a frame's too-narrow children.
 NARROW = "(narrow frames)"
@@ -239,8 +241,14 @@ def png(
     fig.savefig(path)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_parser(commands: Commands) -> None:
     """The ``fastloop flamegraph`` options."""
+    parser = commands.add_parser(
+        "flamegraph",
+        help="draw a profile's collapsed stacks as a flame graph (SVG or PNG)",
+        description="Draw the collapsed stacks that --profile / FASTLOOP_PROFILE "
+        "wrote as a flame graph: OUT.svg needs nothing, OUT.png needs matplotlib.",
+    )
     parser.add_argument("profile", type=Path, help="collapsed-stack file")
     parser.add_argument(
         "out", type=Path, help="OUT.svg (no dependency) or OUT.png (needs matplotlib)"
@@ -257,7 +265,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace, top: argparse.ArgumentParser | None = None) -> int:
     """Write the flame graph; one line on stderr and exit 2 on a bad input."""
     suffix = args.out.suffix.lower()
     if suffix not in {".svg", ".png"}:
