@@ -102,7 +102,7 @@ def test_uninstall_leaves_every_object_as_stock_would(patch):
         pytest.skip(f"not applicable here: {fastloop.available()}")
     stock = use_and_inspect([])
     patched = use_and_inspect(patches)
-    assert patched["traces"] == dict.fromkeys(stock["traces"], [])
+    assert patched["traces"] == {key: [] for key in stock["traces"]}
     assert patched["names"] == stock["names"]
     assert patched["switch interval"] == stock["switch interval"]
 
