@@ -207,3 +207,19 @@ def test_min_rounds_is_the_fewest_that_bound_the_median():
     # With that many the extreme values are the interval; with one fewer, none.
     assert ab.median_interval(range(needed))[1:] == (0, needed - 1)
     assert 2 / 2 ** (needed - 1) > 0.05 >= 2 / 2**needed
+
+
+def test_building_the_parser_imports_nothing_heavy():
+    """``fastloop --help`` and a usage error load no loop, Tornado or harness."""
+    code = (
+        "import sys; from fastloop import cli; cli.parser(); "
+        "print(sorted(m for m in sys.modules if m.partition('.')[0] in "
+        "{'asyncio', 'tornado', 'importlib_metadata', 'statistics', 'hashlib'} "
+        "or m.startswith(('importlib.metadata', 'fastloop.telemetry', "
+        "'fastloop.patches', 'fastloop.observers', 'fastloop.ab', "
+        "'fastloop.cli._workloads'))))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"

@@ -192,3 +192,38 @@ def test_no_module_over_500_lines_and_no_function_over_80():
                 if length > 80:
                     too_long.append(f"{name}.{node.name}: {length} lines")
     assert too_long == []
+
+
+def reaches(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start``'s module-level imports load, directly or not."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_the_stats_pipeline_knows_nothing_of_patches_or_observers():
+    """Dependencies point one way: patches and observers feed telemetry."""
+    graph = import_graph()
+    tree = ast.parse
+    for name, path in modules().items():
+        if not name.startswith("fastloop.telemetry"):
+            continue
+        loaded = reaches(graph, name)
+        lazily = [
+            ast.unparse(node)
+            for node in ast.walk(tree(path.read_text()))
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+            and "fastloop." in ast.unparse(node)
+        ]
+        wrong = [
+            m
+            for m in loaded
+            if m.startswith(("fastloop.patches", "fastloop.observers"))
+        ]
+        wrong += [line for line in lazily if "patches" in line or "observers" in line]
+        assert wrong == [], name

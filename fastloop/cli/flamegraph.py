@@ -14,12 +14,10 @@ each frame's samples and share on hover.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from xml.sax.saxutils import escape
 
 from fastloop.cli._arguments import Commands
 
@@ -124,6 +122,8 @@ def colour(name: str) -> tuple[int, int, int]:
         return (179, 179, 179)
     if name == NARROW:
         return (219, 219, 219)
+    import hashlib  # here: the command line's parser must load nothing heavy
+
     digest = hashlib.blake2b(name.encode(), digest_size=3).digest()
     red = 205 + 50 * digest[0] // 255
     green = 60 + 170 * digest[1] // 255  # not below 60: black labels stay readable
@@ -150,6 +150,7 @@ def svg(
     stacks: dict[tuple[str, ...], int], title: str, min_fraction: float = 0.005
 ) -> str:
     """The flame graph as a standalone SVG document (root at the bottom)."""
+    from xml.sax.saxutils import escape
     boxes = _boxes(stacks, min_fraction)
     rows = max(box.depth for box in boxes) + 1
     inner = SVG_WIDTH - 2 * MARGIN
