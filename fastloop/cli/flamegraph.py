@@ -151,6 +151,7 @@ def svg(
 ) -> str:
     """The flame graph as a standalone SVG document (root at the bottom)."""
     from xml.sax.saxutils import escape
+
     boxes = _boxes(stacks, min_fraction)
     rows = max(box.depth for box in boxes) + 1
     inner = SVG_WIDTH - 2 * MARGIN

@@ -23,7 +23,7 @@ import time
 
 from fastloop.config import positive_ms
 from fastloop.observers._ticker import Ticker
-from fastloop.telemetry.live import GIL
+from fastloop.telemetry import live
 
 
 class Probe:
@@ -38,9 +38,9 @@ class Probe:
             "fastloop-gil-probe",
             interval_ms / 1e3,
             self._tick,
-            on_exit=lambda: GIL.running("probing", -1),
+            on_exit=lambda: live.GIL.running("probing", -1),
         )
-        GIL.running("probing", +1)
+        live.GIL.running("probing", +1)
         self._last = time.perf_counter_ns()
         self._ticker.start()
 
@@ -48,7 +48,7 @@ class Probe:
         now = time.perf_counter_ns()
         elapsed = now - self._last
         self._last = now
-        GIL.observe(
+        live.GIL.observe(
             "histogram", elapsed - self._period_ns, part="probe", elapsed_ns=elapsed
         )
         return True

@@ -33,7 +33,7 @@ from fastloop.config import positive_ms
 from fastloop.observers import _loops
 from fastloop.observers._ticker import Ticker
 from fastloop.runtime import fork
-from fastloop.telemetry.live import WATCHDOG
+from fastloop.telemetry import live
 
 log = logging.getLogger("fastloop")
 
@@ -75,9 +75,9 @@ class Watchdog:
             "fastloop-watchdog",
             self._period_s,
             self._tick,
-            on_exit=lambda: WATCHDOG.running("watching", -1),
+            on_exit=lambda: live.WATCHDOG.running("watching", -1),
         )
-        WATCHDOG.running("watching", +1)
+        live.WATCHDOG.running("watching", +1)
         self._ticker.start()
 
     @property
@@ -151,7 +151,7 @@ class Watchdog:
                 return
             lag = ran - watched.posted_ns
             if not watched.stale:
-                WATCHDOG.observe("lag_histogram", lag)
+                live.WATCHDOG.observe("lag_histogram", lag)
             if watched.blocked:
                 self._recovered(watched, lag)
             watched.posted_ns = watched.ran_ns = None
@@ -165,8 +165,8 @@ class Watchdog:
 
     def _recovered(self, watched: _Watched, blocked_ns: int) -> None:
         watched.blocked = False
-        with WATCHDOG.lock:
-            tally = WATCHDOG.tally
+        with live.WATCHDOG.lock:
+            tally = live.WATCHDOG.tally
             tally.episodes += 1
             tally.blocked_ns += blocked_ns
             tally.max_blocked_ns = max(tally.max_blocked_ns, blocked_ns)
