@@ -312,7 +312,7 @@ def test_fastloop_run_profile_writes_the_file_and_children_their_own(tmp_path):
         assert profiler.IDLE in text
 
 
-PROFILED_APP = """
+CONFIGURED_APP = """
 import asyncio, sys, fastloop
 fastloop.configure(profile=sys.argv[1])
 if sys.argv[2] == "off":
@@ -336,7 +336,7 @@ def test_the_profile_setting_from_code_writes_at_exit_unless_turned_off(tmp_path
     target = tmp_path / "app.collapsed"
     env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
     result = subprocess.run(
-        [sys.executable, "-c", PROFILED_APP, str(target), then],
+        [sys.executable, "-c", CONFIGURED_APP, str(target), then],
         env=env,
         capture_output=True,
         text=True,
