@@ -206,7 +206,7 @@ def _slow_write_line(value: str | None) -> str:
 # --- the table ---------------------------------------------------------------
 
 
-class Flag:
+class RunFlag:
     """A setting's ``fastloop run`` option: ``--NAME VALUE``, or ``const`` alone.
 
     ``to_environ`` writes the parsed value into the command's environment.
@@ -254,7 +254,7 @@ class Setting:
         *,
         default: Any = None,
         activates: bool = False,
-        flag: Flag | None = None,
+        flag: RunFlag | None = None,
         doctor: Callable[[str | None], str] | None = None,
         follows: str = "",
     ) -> None:
@@ -275,7 +275,7 @@ SLOW_WRITE_MS = Setting(
     _number(False, "a number >= 0 (milliseconds; 0 turns it off)"),
     "a number >= 0 (milliseconds; 0 turns it off)",
     default=0.0,
-    flag=Flag(
+    flag=RunFlag(
         "--slow-write-ms",
         "N",
         "warn about write_to_fd calls slower than N ms (default: off)",
@@ -299,7 +299,7 @@ SETTINGS: tuple[Setting, ...] = (
         _output(keywords=True),
         "1, stderr, or a file path fastloop can write",
         activates=True,
-        flag=Flag(
+        flag=RunFlag(
             "--report",
             "PATH",
             "at exit (and on SIGTERM) print the report, or write stats JSON to "
@@ -314,7 +314,7 @@ SETTINGS: tuple[Setting, ...] = (
         _number(True, "a number > 0 (milliseconds)", off=True),
         "a number > 0 (milliseconds)",
         activates=True,
-        flag=Flag(
+        flag=RunFlag(
             "--block-ms", "N", "log the stack of any IOLoop blocked longer than N ms"
         ),
         follows="fastloop.observers.watchdog:follow_setting",
@@ -351,7 +351,7 @@ SETTINGS: tuple[Setting, ...] = (
         _output(keywords=False),
         "a file path fastloop can write",
         activates=True,
-        flag=Flag(
+        flag=RunFlag(
             "--profile",
             "FILE",
             "sample the loop threads every 10 ms; write collapsed stacks "

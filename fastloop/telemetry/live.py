@@ -100,7 +100,7 @@ class Counts:
 
     def __init__(self, section: type[Section]) -> None:
         if not all(isinstance(f, Count) for f in section.stored):
-            raise TypeError(f"{section.__name__}: Counts counts counts only")
+            raise TypeError(f"{section.__name__}: a Counts source holds counts only")
         self.section = section
         self._counters = {f.name: Counter() for f in section.stored}
         fork.in_child(self.reset_after_fork)

@@ -9,7 +9,9 @@ and its line in ``report()``.  ``stats()``, ``stream_stats()``,
 ``live`` makes the counters the hot paths bump from them.
 
 Adding a figure to a section is its declaration here plus the line that
-bumps it (``live.<SECTION>.<figure>``).
+bumps it: ``live.WAKEUP.<figure>.increment()`` for a section of counts,
+``tally.<figure> += n`` on a stream's tally (``live.WRITE_TO_FD``) or, under
+the lock, on a recorder's (``live.WATCHDOG``, ``live.GIL``).
 """
 
 from __future__ import annotations
