@@ -108,23 +108,27 @@ def test_uninstall_leaves_every_object_as_stock_would(patch):
 
 
 def test_a_stream_taken_off_keeps_its_counts_in_the_totals():
-    async def write(stream: IOStream, peer: IOStream) -> None:
-        await stream.write(b"y" * 300)
-        await peer.read_bytes(300)
-
-    with fastloop.patched(["write_to_fd"]):
+    async def main() -> tuple[bool, fastloop.StreamStats, int]:
+        fastloop.install(["write_to_fd"])
         fastloop.reset_stats()
-        loop = asyncio.new_event_loop()
         mine, theirs = socket.socketpair()
         left, right = IOStream(mine), IOStream(theirs)
-        loop.run_until_complete(write(left, right))
-    assert "_fastloop_writes" not in vars(left)
-    assert fastloop.stream_stats(left) == fastloop.StreamStats()  # carries nothing
-    assert fastloop.stats().write_to_fd.bytes_written == 300  # nothing lost
-    left.close()
-    right.close()
-    loop.close()
-    del left, right
+        await left.write(b"y" * 300)
+        await right.read_bytes(300)
+        fastloop.uninstall()  # the stream still alive
+        seen = (
+            "_fastloop_writes" in vars(left),
+            fastloop.stream_stats(left),
+            fastloop.stats().write_to_fd.bytes_written,
+        )
+        left.close()
+        right.close()
+        return seen
+
+    carries, stream, written = asyncio.run(main())
+    assert not carries
+    assert stream == fastloop.StreamStats()  # the stream carries nothing
+    assert written == 300  # nothing lost
     gc.collect()
     assert fastloop.stats().write_to_fd.bytes_written == 300  # folded, once
 
