@@ -12,7 +12,7 @@ pytest loads this module (entry point ``pytest11``) in every session of an
 environment where fastloop is installed, so until ``--fastloop`` is given
 or the fixture used it imports nothing of fastloop and changes nothing: it
 is a top-level module because importing any ``fastloop.*`` module imports
-the package (about 20 ms with wrapt and asyncio, and at-fork hooks).
+the package (and at-fork hooks).
 """
 
 from __future__ import annotations
@@ -77,10 +77,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _install(config: pytest.Config, value: str) -> None:
-    from fastloop import _registry, patched
+    from fastloop import patched
     from fastloop.config import parse_patches
+    from fastloop.patches import registry
 
-    requested, problems = parse_patches(value, _registry.known(), "--fastloop")
+    requested, problems = parse_patches(value, registry.known(), "--fastloop")
     if problems:
         bad = ", ".join(repr(token) for problem in problems for token in problem.bad)
         raise pytest.UsageError(

@@ -1,4 +1,4 @@
-"""The FASTLOOP values the whole-application benchmarks pair, and their order."""
+"""The FASTLOOP values the whole-application benchmarks pair, in the order they rotate."""
 
 from __future__ import annotations
 
@@ -17,9 +17,3 @@ ARMS: dict[str, dict[str, str | None]] = {
         "FASTLOOP=all,poll,switchinterval": "all,poll,switchinterval",
     },
 }
-
-
-def rotated(arms: list[str], round_index: int) -> list[str]:
-    """This round's order: each arm goes first in turn, so none always does."""
-    shift = round_index % len(arms)
-    return arms[shift:] + arms[:shift]

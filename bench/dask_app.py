@@ -22,6 +22,7 @@ that computes for 1 ms, and the wall time of 500 tiny tasks.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -29,7 +30,7 @@ import sys
 from pathlib import Path
 
 import _results
-from _arms import ARMS, rotated
+from _arms import ARMS
 from fastloop import ab
 
 COMMON = r"""
@@ -152,6 +153,10 @@ def one_run(script: str, fastloop: str | None) -> dict[str, object]:
     return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def _progress(done: int, total: int) -> None:
+    print(f"round {done}/{total}", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", choices=SCENARIOS, default="idle")
@@ -168,11 +173,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     script, cluster, measures = SCENARIOS[args.scenario]
     arms = list(ARMS[args.scenario])
-    runs: dict[str, list[dict[str, object]]] = {arm: [] for arm in arms}
-    for index in range(args.rounds):
-        for arm in rotated(arms, index):
-            runs[arm].append(one_run(script, ARMS[args.scenario][arm]))
-        print(f"round {index + 1}/{args.rounds}", file=sys.stderr, flush=True)
+    runs = ab.interleave(
+        {
+            arm: functools.partial(one_run, script, value)
+            for arm, value in ARMS[args.scenario].items()
+        },
+        rounds=args.rounds,
+        warmup=0,
+        progress=_progress,
+    )
     for arm, rows in runs.items():
         active = [row["worker_patches"] for row in rows]
         assert all(

@@ -26,7 +26,7 @@ from tornado import iostream
 import _results
 import fastloop
 from fastloop import ab
-from fastloop.cli import _echo_workload as workloads
+from fastloop.cli import _workloads as workloads
 
 TRIPS = 2000
 stock_write = iostream.IOStream.write_to_fd

@@ -16,6 +16,7 @@ better), median of paired rounds.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -26,7 +27,7 @@ import urllib.request
 from pathlib import Path
 
 import _results
-from _arms import ARMS, rotated
+from _arms import ARMS
 from fastloop import ab
 
 SERVER = r"""
@@ -104,6 +105,10 @@ def one_run(fastloop: str | None, seconds: float, scenario: str) -> dict[str, fl
     return {"rps": rps, "p99_ms": p99, "cpu_s_per_1k": used / requests * 1000}
 
 
+def _progress(done: int, total: int) -> None:
+    print(f"round {done}/{total}", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", choices=("idle", "busy"), default="idle")
@@ -115,13 +120,15 @@ def main(argv: list[str] | None = None) -> int:
         print("bench/http_app.py needs wrk: apt-get install wrk", file=sys.stderr)
         return 2
     arms = list(ARMS[args.scenario])
-    runs: dict[str, list[dict[str, float]]] = {arm: [] for arm in arms}
-    for index in range(args.rounds):
-        for arm in rotated(arms, index):
-            runs[arm].append(
-                one_run(ARMS[args.scenario][arm], args.seconds, args.scenario)
-            )
-        print(f"round {index + 1}/{args.rounds}", file=sys.stderr, flush=True)
+    runs = ab.interleave(
+        {
+            arm: functools.partial(one_run, value, args.seconds, args.scenario)
+            for arm, value in ARMS[args.scenario].items()
+        },
+        rounds=args.rounds,
+        warmup=0,
+        progress=_progress,
+    )
     stock = runs["stock"]
     measures = (
         ("time per request", lambda r: 1 / r["rps"]),

@@ -160,7 +160,7 @@ def render() -> str:
         + ", ".join(f"`{m}`" for m in startup["fastloop_set_modules_imported"])
         + " (`bench/startup.py`, `bench/results/startup.json`).",
         "",
-        "`fastloop.report()` after `bench/sample_report.py` (HTTP requests with 64 KiB "
+        "`fastloop.report()` after `bench/samples/report.py` (HTTP requests with 64 KiB "
         "bodies and one handler that serialises a large document on the loop, then 4 "
         "threads adding 5,000 callbacks each; watchdog at 100 ms throughout):",
         "",
@@ -194,7 +194,7 @@ def render_observe() -> str:
     lines = [
         OBSERVE_START,
         f"What `{profile['command']}` logged for the app of "
-        f"`bench/sample_blocked_app.py` ({profile['load']}; "
+        f"`bench/samples/blocked_app.py` ({profile['load']}; "
         f"{profile['episodes']} episodes, the first one here):",
         "",
         "```",
@@ -291,7 +291,7 @@ def _cluster_rows() -> list[str]:
         return []
     return [
         "",
-        "`fastloop.dask.cluster_stats(client)` after `bench/sample_cluster_stats.py` "
+        "`fastloop.dask.cluster_stats(client)` after `bench/samples/cluster_stats.py` "
         "(LocalCluster, 2 worker processes, 2,000 tiny tasks and 500 actor calls; "
         "per-write times are wall clock on a shared 2-core machine):",
         "",
@@ -391,7 +391,7 @@ def _switch_rows() -> list[str]:
 
 
 def render_metrics() -> str:
-    """Lines of one worker's real scrape (bench/sample_metrics.py), a few families."""
+    """Lines of one worker's real scrape (bench/samples/metrics.py), a few families."""
     text = (RESULTS / "metrics.txt").read_text()
     keep = []
     for line in text.splitlines():
@@ -404,7 +404,7 @@ def render_metrics() -> str:
     return "\n".join(
         [
             METRICS_START,
-            "(`bench/sample_metrics.py`: LocalCluster with 2 worker processes, "
+            "(`bench/samples/metrics.py`: LocalCluster with 2 worker processes, "
             "watchdog at 100 ms, 2,000 tiny tasks and 500 actor calls; the whole "
             "scrape is `bench/results/metrics.txt`, two buckets of each histogram "
             "shown here)",

@@ -7,9 +7,14 @@ print(fastloop.report())  # what they did
 fastloop.watch(threshold_ms=100)         # log where a blocked loop is stuck
 with fastloop.profile() as p: ...        # sample the loop threads
 
-The names below load on first use: the ``.pth`` start-up hook imports
-``fastloop._bootstrap``, hence this package, and must not pay for the
-counters, the watchdog or the profiler unless they are asked for.
+The public surface is this module; each name loads on first use from the
+folder that does the work: ``patches`` (what changes Tornado and asyncio,
+and the registry that applies and undoes it), ``telemetry`` (the stats
+pipeline), ``observers`` (watchdog, profiler, GIL measure), ``runtime``
+(start-up, settings in motion, fork and exit) and ``cli``.  The ``.pth``
+start-up hook imports ``fastloop.runtime.bootstrap``, hence this package,
+and must not pay for the counters, the watchdog or the profiler unless they
+are asked for.
 
 PYTEST_DONT_REWRITE: pytest rewrites the asserts of every package that ships
 a pytest plugin, and warns when one was imported first, as the .pth does
@@ -22,30 +27,33 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fastloop._bootstrap import configure
-    from fastloop._registry import available, install, installed, patched, uninstall
-    from fastloop._report import report
-    from fastloop._snapshot import Snapshot, StreamStats
-    from fastloop._stats import reset_stats, stats, stream_stats
     from fastloop.observers.profiler import Profile, profile
     from fastloop.observers.watchdog import Watchdog, watch
+    from fastloop.patches.registry import (
+        available,
+        install,
+        installed,
+        patched,
+        uninstall,
+    )
+    from fastloop.runtime.bootstrap import configure
+    from fastloop.telemetry.pipeline import reset_stats, stream_stats
+    from fastloop.telemetry.schema import Snapshot, StreamStats
 
 __version__ = "0.1.0"
 
 #: public name -> the module that defines it
 _HOMES = {
-    "available": "fastloop._registry",
-    "install": "fastloop._registry",
-    "installed": "fastloop._registry",
-    "patched": "fastloop._registry",
-    "uninstall": "fastloop._registry",
-    "Snapshot": "fastloop._snapshot",
-    "StreamStats": "fastloop._snapshot",
-    "report": "fastloop._report",
-    "reset_stats": "fastloop._stats",
-    "stats": "fastloop._stats",
-    "stream_stats": "fastloop._stats",
-    "configure": "fastloop._bootstrap",
+    "available": "fastloop.patches.registry",
+    "install": "fastloop.patches.registry",
+    "installed": "fastloop.patches.registry",
+    "patched": "fastloop.patches.registry",
+    "uninstall": "fastloop.patches.registry",
+    "Snapshot": "fastloop.telemetry.schema",
+    "StreamStats": "fastloop.telemetry.schema",
+    "reset_stats": "fastloop.telemetry.pipeline",
+    "stream_stats": "fastloop.telemetry.pipeline",
+    "configure": "fastloop.runtime.bootstrap",
     "Profile": "fastloop.observers.profiler",
     "profile": "fastloop.observers.profiler",
     "Watchdog": "fastloop.observers.watchdog",
@@ -71,6 +79,21 @@ __all__ = [
     "uninstall",
     "watch",
 ]
+
+
+def stats() -> Snapshot:
+    """An immutable snapshot of every figure, with the patches active now."""
+    from fastloop.patches import registry
+    from fastloop.telemetry import pipeline
+
+    return pipeline.snapshot(registry.installed())
+
+
+def report(snapshot: Snapshot | None = None) -> str:
+    """A readable table of ``stats()`` (or of ``snapshot``)."""
+    from fastloop.telemetry.report import render
+
+    return render(snapshot or stats())
 
 
 def __getattr__(name: str) -> Any:

@@ -27,12 +27,15 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
-from fastloop import _registry
+from fastloop.patches import registry
 
 #: An arm runs one round of a workload and returns the seconds it measured,
 #: so that set-up and tear-down stay outside the timed part.
 Arm = Callable[[], float]
+#: What an arm of ``interleave`` returns: seconds, or a whole run's figures.
+T = TypeVar("T")
 
 #: An interval wider than this, relative to the median, flags the result noisy.
 NOISY_WIDTH = 0.10
@@ -155,15 +158,15 @@ def median_interval(
 
 
 def interleave(
-    arms: Mapping[str, Arm],
+    arms: Mapping[str, Callable[[], T]],
     *,
     rounds: int = 21,
     warmup: int = 1,
     budget_s: float | None = None,
     progress: Callable[[int, int], None] | None = None,
     start: int = 0,
-) -> dict[str, list[float]]:
-    """Run every arm once per round, rotating which goes first; per-arm times.
+) -> dict[str, list[T]]:
+    """Run every arm once per round, rotating which goes first; what each returned.
 
     With two arms the order alternates A B, B A, ...; with k arms round i
     starts at arm i mod k.  ``budget_s`` stops early (after at least 6
@@ -177,7 +180,7 @@ def interleave(
     for _ in range(warmup):
         for name in names:
             arms[name]()
-    times: dict[str, list[float]] = {name: [] for name in names}
+    times: dict[str, list[T]] = {name: [] for name in names}
     started = time.perf_counter()
     for index in range(rounds):
         shift = (start + index) % len(names)
@@ -244,13 +247,8 @@ def compare(
 @contextlib.contextmanager
 def stock() -> Iterator[None]:
     """Run a block with every fastloop patch removed, then put them back."""
-    active = _registry.installed()
-    _registry.uninstall(active)
-    try:
+    with registry.suspended():
         yield
-    finally:
-        if active:
-            _registry.install(active)
 
 
 def patched_vs_stock(
@@ -273,7 +271,7 @@ def patched_vs_stock(
             return workload()
 
     def patched_round() -> float:
-        with _registry.patched(chosen):
+        with registry.patched(chosen):
             return workload()
 
     return compare(

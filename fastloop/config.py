@@ -1,31 +1,45 @@
-"""The settings (``FASTLOOP*`` variables, ``fastloop.configure()``) and their parsing.
+"""The settings: one table of the ``FASTLOOP_*`` variables, and their parsing.
+
+Each row (``Setting``) names the variable, the ``configure()`` keyword, the
+parser and the values it accepts, the default, whether its presence
+activates fastloop at start-up, its ``fastloop run`` flag, its ``fastloop
+doctor`` line and what a change of it sets in motion (``follows``, a
+``module:function`` that ``fastloop.runtime.bootstrap`` calls with the new
+value).  ``settings``, ``configure()``'s checks, start-up, ``fastloop run``
+and ``fastloop doctor`` are all made from the rows: a new setting is a row.
 
 A bad value must never stop the host application: parsing returns what it
 could understand plus a list of problems, each one line naming the
 variable, the bad token and the accepted values.  The caller prints them.
+``FASTLOOP`` itself, the patch list, is parsed by ``parse_patches``.
 
 Settings and parsing only: this module imports no other fastloop module
-(patched code reads ``settings`` at call time).  What a change of setting
-sets in motion (the watchdog, the GIL probe, the exit report) is
-``fastloop._bootstrap``'s.
+(patched code reads ``settings`` at call time).  Plain classes: this runs
+at start-up, where a dataclass costs ~0.4 ms to define (``-X importtime``).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 ON = frozenset({"1", "true", "all"})
 OFF = frozenset({"0", "false"})
 
 
-class Problem(NamedTuple):  # not a dataclass: ~0.4 ms less (-X importtime)
-    variable: str
-    value: str
-    bad: tuple[str, ...]
-    accepted: str
+class Problem:
+    """A value that could not be used, as the one line printed for it."""
+
+    __slots__ = ("accepted", "bad", "value", "variable")
+
+    def __init__(
+        self, variable: str, value: str, bad: tuple[str, ...], accepted: str
+    ) -> None:
+        self.variable = variable
+        self.value = value
+        self.bad = bad
+        self.accepted = accepted
 
     def __str__(self) -> str:
         tokens = ", ".join(repr(t) for t in self.bad)
@@ -33,6 +47,10 @@ class Problem(NamedTuple):  # not a dataclass: ~0.4 ms less (-X importtime)
             f"fastloop: ignoring {tokens} in {self.variable}={self.value!r}; "
             f"accepted: {self.accepted}"
         )
+
+
+class SettingError(ValueError):
+    """A setting value that cannot be used; ``str()`` is the accepted form."""
 
 
 def parse_patches(
@@ -79,95 +97,7 @@ def patches_from_environ(
     return parse_patches(environ.get("FASTLOOP"), known, default=default)
 
 
-# --- settings shared with fastloop.configure() --------------------------------
-
-
-#: Why these defaults: the README's "GIL" section, from bench/switchinterval.py.
-DEFAULT_POLL_US = 0.0
-DEFAULT_SWITCH_INTERVAL_US = 200.0
-
-
-@dataclass
-class Settings:
-    """What the ``FASTLOOP_*`` variables and ``fastloop.configure()`` set.
-
-    Patched code reads these at call time, so a change applies at once.
-    """
-
-    slow_write_ms: float = 0.0  # 0: no slow-write log (the default)
-    write_cpu: bool = False
-    report: str | None = None  # None: no exit report; "stderr"; or a JSON path
-    block_ms: float | None = None  # the process-wide watchdog's threshold; None: off
-    #: poll: skip zero-timeout polls younger than this after a real one
-    #: (0, the default: every poll is real, only without releasing the GIL).
-    poll_us: float = DEFAULT_POLL_US
-    #: switchinterval: the interpreter switch interval set while installed.
-    switch_interval_us: float = DEFAULT_SWITCH_INTERVAL_US
-    gil_probe_ms: float | None = None  # the GIL contention probe's period; None: off
-    #: slow_write_ms in ns, kept in step by __setattr__: read after long writes.
-    slow_write_ns: int = field(default=0, init=False, repr=False)
-    #: poll_us in ns, kept in step by __setattr__: read on every skipped poll.
-    poll_ns: int = field(default=int(DEFAULT_POLL_US * 1000), init=False, repr=False)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        super().__setattr__(name, value)
-        if name == "slow_write_ms":
-            super().__setattr__("slow_write_ns", int(float(value) * 1_000_000))  # type: ignore[arg-type]
-        elif name == "poll_us":
-            super().__setattr__("poll_ns", int(float(value) * 1_000))  # type: ignore[arg-type]
-
-
-settings = Settings()
-
-SETTING_VARIABLES = {
-    "slow_write_ms": "FASTLOOP_SLOW_WRITE_MS",
-    "write_cpu": "FASTLOOP_WRITE_CPU",
-    "report": "FASTLOOP_REPORT",
-    "block_ms": "FASTLOOP_BLOCK_MS",
-    "poll_us": "FASTLOOP_POLL_US",
-    "switch_interval_us": "FASTLOOP_SWITCH_INTERVAL_US",
-    "gil_probe_ms": "FASTLOOP_GIL_PROBE_MS",
-}
-
-
-class SettingError(ValueError):
-    """A setting value that cannot be used; ``str()`` is the accepted form."""
-
-
-def parse_setting(name: str, value: object) -> object:
-    """Validate one setting from code or from the environment (strings)."""
-    if name == "slow_write_ms":
-        return _checked(value, False, "a number >= 0 (milliseconds; 0 turns it off)")
-    if name == "write_cpu":
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in {"1", "true"}:
-            return True
-        if text in {"0", "false", ""}:
-            return False
-        raise SettingError("1 or 0")
-    if name == "report":
-        if value is None or value is False:
-            return None
-        text = str(value).strip()
-        if text.lower() in {"", "0", "false"}:
-            return None
-        if text.lower() in {"1", "true", "stderr"}:
-            return "stderr"
-        why = unwritable(text)
-        if why:
-            raise SettingError(f"1, stderr, or a file path fastloop can write ({why})")
-        return text
-    if name == "poll_us":
-        return _checked(value, False, "a number >= 0 (microseconds)")
-    if name == "switch_interval_us":
-        return _checked(value, True, "a number > 0 (microseconds)")
-    if name in ("block_ms", "gil_probe_ms"):
-        if value is None:
-            return None
-        return _checked(value, True, "a number > 0 (milliseconds)")
-    raise SettingError(f"one of {', '.join(SETTING_VARIABLES)}")
+# --- parsers: a value from code or from the environment (a string) -----------
 
 
 def finite_number(value: object, positive: bool) -> float | None:
@@ -185,13 +115,6 @@ def finite_number(value: object, positive: bool) -> float | None:
     return number
 
 
-def _checked(value: object, positive: bool, accepted: str) -> float:
-    number = finite_number(value, positive)
-    if number is None:
-        raise SettingError(accepted)
-    return number
-
-
 def positive_ms(what: str, value: object) -> float:
     """A finite number of milliseconds > 0, else ValueError naming ``what``."""
     number = finite_number(value, positive=True)
@@ -200,6 +123,53 @@ def positive_ms(what: str, value: object) -> float:
             f"fastloop {what}={value!r}: expected a number of milliseconds > 0"
         )
     return number
+
+
+def _number(
+    positive: bool, accepted: str, off: bool = False
+) -> Callable[[object], Any]:
+    """A number > 0 (``positive``) or >= 0; ``off``: None turns the setting off."""
+
+    def parse(value: object) -> float | None:
+        if off and value is None:
+            return None
+        number = finite_number(value, positive)
+        if number is None:
+            raise SettingError(accepted)
+        return number
+
+    return parse
+
+
+def _switch(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in {"1", "true"}:
+        return True
+    if text in {"0", "false", ""}:
+        return False
+    raise SettingError("1 or 0")
+
+
+def _output(keywords: bool) -> Callable[[object], str | None]:
+    """An exit output's path, checked now (``keywords``: 1/stderr print instead)."""
+
+    def parse(value: object) -> str | None:
+        if value is None or value is False:
+            return None
+        text = str(value).strip()
+        if text.lower() in {"", "0", "false"}:
+            return None
+        if keywords and text.lower() in {"1", "true", "stderr"}:
+            return "stderr"
+        why = unwritable(text)
+        if why:
+            words = "1, stderr, or a file path" if keywords else "a file path"
+            raise SettingError(f"{words} fastloop can write ({why})")
+        return text
+
+    return parse
 
 
 def unwritable(path: str) -> str | None:
@@ -221,15 +191,217 @@ def unwritable(path: str) -> str | None:
     return None
 
 
-def profile_problem(environ: Mapping[str, str]) -> Problem | None:
-    """A problem line when ``FASTLOOP_PROFILE`` names a file that cannot be written."""
-    value = environ.get("FASTLOOP_PROFILE")
-    why = unwritable(value) if value else None
-    if value is None or why is None:
-        return None
-    return Problem(
-        "FASTLOOP_PROFILE", value, (value,), f"a file path fastloop can write ({why})"
+def _slow_write_line(value: str | None) -> str:
+    # Off unless asked for: a busy machine makes any write look slow.
+    try:
+        threshold = float(SLOW_WRITE_MS.parse(value or 0))
+    except SettingError:
+        return f"{value} (invalid)"
+    shown = "(unset)" if value is None else value
+    if not threshold:
+        return f"{shown}: slow-write log off (the default); every write is still timed"
+    return f"{shown}: warn about write_to_fd calls slower than {threshold:g} ms"
+
+
+# --- the table ---------------------------------------------------------------
+
+
+class RunFlag:
+    """A setting's ``fastloop run`` option: ``--NAME VALUE``, or ``const`` alone.
+
+    ``to_environ`` writes the parsed value into the command's environment.
+    """
+
+    __slots__ = ("const", "help", "metavar", "option", "to_environ")
+
+    def __init__(
+        self,
+        option: str,
+        metavar: str,
+        help: str,
+        *,
+        const: str | None = None,
+        to_environ: Callable[[Any], str] = str,
+    ) -> None:
+        self.option = option
+        self.metavar = metavar
+        self.help = help
+        self.const = const
+        self.to_environ = to_environ
+
+
+class Setting:
+    """One row of the table."""
+
+    __slots__ = (
+        "accepted",
+        "activates",
+        "default",
+        "doctor",
+        "flag",
+        "follows",
+        "name",
+        "parse",
+        "variable",
     )
+
+    def __init__(
+        self,
+        name: str,
+        variable: str,
+        parse: Callable[[object], Any],
+        accepted: str,
+        *,
+        default: Any = None,
+        activates: bool = False,
+        flag: RunFlag | None = None,
+        doctor: Callable[[str | None], str] | None = None,
+        follows: str = "",
+    ) -> None:
+        self.name = name
+        self.variable = variable
+        self.parse = parse
+        self.accepted = accepted
+        self.default = default
+        self.activates = activates
+        self.flag = flag
+        self.doctor = doctor or (lambda raw: "(unset)" if raw is None else raw)
+        self.follows = follows
+
+
+SLOW_WRITE_MS = Setting(
+    "slow_write_ms",
+    "FASTLOOP_SLOW_WRITE_MS",
+    _number(False, "a number >= 0 (milliseconds; 0 turns it off)"),
+    "a number >= 0 (milliseconds; 0 turns it off)",
+    default=0.0,
+    flag=RunFlag(
+        "--slow-write-ms",
+        "N",
+        "warn about write_to_fd calls slower than N ms (default: off)",
+    ),
+    doctor=_slow_write_line,
+)
+
+#: Every setting, in the order doctor lists them.
+SETTINGS: tuple[Setting, ...] = (
+    SLOW_WRITE_MS,
+    Setting(
+        "write_cpu",
+        "FASTLOOP_WRITE_CPU",
+        _switch,
+        "1 or 0",
+        default=False,
+    ),
+    Setting(
+        "report",
+        "FASTLOOP_REPORT",
+        _output(keywords=True),
+        "1, stderr, or a file path fastloop can write",
+        activates=True,
+        flag=RunFlag(
+            "--report",
+            "PATH",
+            "at exit (and on SIGTERM) print the report, or write stats JSON to "
+            "PATH ({pid} in it: one file per process)",
+            const="stderr",
+        ),
+        follows="fastloop.runtime.bootstrap:arm_exit_report",
+    ),
+    Setting(
+        "block_ms",
+        "FASTLOOP_BLOCK_MS",
+        _number(True, "a number > 0 (milliseconds)", off=True),
+        "a number > 0 (milliseconds)",
+        activates=True,
+        flag=RunFlag(
+            "--block-ms", "N", "log the stack of any IOLoop blocked longer than N ms"
+        ),
+        follows="fastloop.observers.watchdog:follow_setting",
+    ),
+    #: poll: skip zero-timeout polls younger than this after a real one (0,
+    #: the default: every poll is real, only without releasing the GIL).
+    #: Why these defaults: the README's "GIL" section, from bench/switchinterval.py.
+    Setting(
+        "poll_us",
+        "FASTLOOP_POLL_US",
+        _number(False, "a number >= 0 (microseconds)"),
+        "a number >= 0 (microseconds)",
+        default=0.0,
+    ),
+    #: switchinterval: the interpreter switch interval set while installed.
+    Setting(
+        "switch_interval_us",
+        "FASTLOOP_SWITCH_INTERVAL_US",
+        _number(True, "a number > 0 (microseconds)"),
+        "a number > 0 (microseconds)",
+        default=200.0,
+        follows="fastloop.patches.switchinterval:follow_setting",
+    ),
+    Setting(
+        "gil_probe_ms",
+        "FASTLOOP_GIL_PROBE_MS",
+        _number(True, "a number > 0 (milliseconds)", off=True),
+        "a number > 0 (milliseconds)",
+        follows="fastloop.observers.gil:follow_setting",
+    ),
+    Setting(
+        "profile",
+        "FASTLOOP_PROFILE",
+        _output(keywords=False),
+        "a file path fastloop can write",
+        activates=True,
+        flag=RunFlag(
+            "--profile",
+            "FILE",
+            "sample the loop threads every 10 ms; write collapsed stacks "
+            "(speedscope JSON if FILE ends in .speedscope.json) at exit and on "
+            "SIGTERM; child processes write FILE.<pid>",
+            to_environ=os.path.realpath,  # the command may change directory
+        ),
+        follows="fastloop.observers.profiler:follow_setting",
+    ),
+)
+
+BY_NAME = {row.name: row for row in SETTINGS}
+
+#: The variables whose presence activates fastloop at start-up.  The
+#: ``fastloop.pth`` line spells them out itself, because it must import
+#: nothing while they are unset; a test keeps it in step with this.
+ACTIVATING = ("FASTLOOP", *(row.variable for row in SETTINGS if row.activates))
+
+
+class Settings:
+    """What the ``FASTLOOP_*`` variables and ``fastloop.configure()`` set, by name.
+
+    Patched code reads these at call time, so a change applies at once.
+    """
+
+    def __init__(self) -> None:
+        for row in SETTINGS:
+            setattr(self, row.name, row.default)
+
+    # The rows' names, for the type checker (instances hold them as attributes).
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"no fastloop setting {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{row.name}={getattr(self, row.name)!r}" for row in SETTINGS)
+        return f"Settings({shown})"
+
+
+settings = Settings()
+
+
+def parse_setting(name: str, value: object) -> object:
+    """Validate one setting from code or from the environment (strings)."""
+    row = BY_NAME.get(name)
+    if row is None:
+        raise SettingError(f"one of {', '.join(BY_NAME)}")
+    return row.parse(value)
 
 
 def settings_from_environ(
@@ -238,14 +410,14 @@ def settings_from_environ(
     """The settings the environment asks for, and a problem line per bad one."""
     chosen: dict[str, object] = {}
     problems: list[Problem] = []
-    for name, variable in SETTING_VARIABLES.items():
-        if variable not in environ:
+    for row in SETTINGS:
+        if row.variable not in environ:
             continue
-        raw = environ[variable]
+        raw = environ[row.variable]
         try:
-            chosen[name] = parse_setting(name, raw)
+            chosen[row.name] = row.parse(raw)
         except SettingError as accepted:
             problems.append(
-                Problem(variable, raw, (raw.strip() or raw,), str(accepted))
+                Problem(row.variable, raw, (raw.strip() or raw,), str(accepted))
             )
     return chosen, problems

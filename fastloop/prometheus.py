@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
 
-    from fastloop._prometheus import StatsCollector
+    from fastloop.telemetry.prometheus import StatsCollector
 
 MISSING = (
     "fastloop.prometheus needs prometheus_client: "
@@ -36,9 +36,12 @@ def register(registry: CollectorRegistry | None = None) -> StatsCollector:
     naming the extra when ``prometheus_client`` is not installed.
     """
     try:
-        from fastloop import _prometheus
+        from fastloop.telemetry import prometheus
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] != "prometheus_client":
             raise
         raise ImportError(MISSING, name="prometheus_client") from exc
-    return _prometheus.register(registry)
+    import fastloop
+    from fastloop.patches import registry as patches
+
+    return prometheus.register(registry, fastloop.stats, patches.known)

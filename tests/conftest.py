@@ -1,22 +1,13 @@
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
 import os
-import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
-from tornado.ioloop import IOLoop
 
 import fastloop
-from fastloop.patches.add_callback import CallbackBatch
 from tests_support import site_directories
-
-T = TypeVar("T")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -59,67 +50,3 @@ def _no_patches_leak() -> Iterator[None]:
     fastloop.uninstall()
     yield
     fastloop.uninstall()
-
-
-@contextlib.contextmanager
-def current_loop() -> Iterator[tuple[asyncio.AbstractEventLoop, IOLoop]]:
-    """A fresh asyncio loop set as current, with its IOLoop; closed afterwards."""
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    try:
-        yield loop, IOLoop.current()
-    finally:
-        asyncio.set_event_loop(None)
-        loop.close()
-
-
-def differential(scenario: Callable[[], T], patches: list[str]) -> tuple[T, T]:
-    """Run ``scenario`` under stock and then patched Tornado; return both results."""
-    fastloop.uninstall()
-    stock = scenario()
-    with fastloop.patched(patches) as active:
-        assert set(patches) <= active, f"patches did not apply: {fastloop.available()}"
-        patched = scenario()
-    return stock, patched
-
-
-def batches_queued(loop: asyncio.AbstractEventLoop) -> int:
-    """How many fastloop batches sit in the loop's ready queue (0 under stock)."""
-    ready = getattr(loop, "_ready", ())
-    return sum(type(handle) is CallbackBatch for handle in ready)
-
-
-_ADDRESS = re.compile(r"0x[0-9a-f]+")
-
-
-def normalise(text: str) -> str:
-    """Drop object addresses, which differ between two runs of one scenario."""
-    return _ADDRESS.sub("0x?", text)
-
-
-class Records(logging.Handler):
-    """Collect (logger, level, message, exception type) from chosen loggers."""
-
-    def __init__(self, *names: str) -> None:
-        super().__init__(logging.DEBUG)
-        self.names = names
-        self.rows: list[tuple[str, str, str, str | None]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        exc = (
-            record.exc_info[0].__name__
-            if record.exc_info and record.exc_info[0]
-            else None
-        )
-        self.rows.append(
-            (record.name, record.levelname, normalise(record.getMessage()), exc)
-        )
-
-    def __enter__(self) -> Records:
-        for name in self.names:
-            logging.getLogger(name).addHandler(self)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for name in self.names:
-            logging.getLogger(name).removeHandler(self)

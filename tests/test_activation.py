@@ -81,11 +81,11 @@ def test_installed_pth_is_the_one_line_we_ship(pth):
     assert len(lines) == 1
     assert lines[0].startswith("import os;")
     # The line spells out the activating variables (it must import nothing
-    # while they are unset): the same ones as fastloop._bootstrap's.
-    from fastloop import _bootstrap
+    # while they are unset): the same ones as the settings table's.
+    from fastloop import config
 
     spelled = re.findall(r'os\.environ\.get\("(\w+)"\)', lines[0])
-    assert tuple(spelled) == _bootstrap.ACTIVATING
+    assert tuple(spelled) == config.ACTIVATING
 
 
 @pytest.mark.parametrize(

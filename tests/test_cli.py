@@ -189,21 +189,37 @@ def test_version_names_fastloop_tornado_and_python():
 
 
 def test_bench_help_says_what_it_means(capsys):
-    from fastloop.cli import _bench
+    from fastloop.cli import bench
 
     with pytest.raises(SystemExit):
         cli.main(["bench", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "95% intervals" in text and "%%" not in text
-    full, quick = _bench.MEASURED_SECONDS["full"], _bench.MEASURED_SECONDS["quick"]
+    full, quick = bench.MEASURED_SECONDS["full"], bench.MEASURED_SECONDS["quick"]
     assert f"{full} s for all workloads, {quick} s with --quick" in text
 
 
 def test_min_rounds_is_the_fewest_that_bound_the_median():
-    from fastloop.cli import _bench
+    from fastloop.cli import bench
 
-    needed = _bench.min_rounds(0.95)
+    needed = bench.min_rounds(0.95)
     assert needed == 6
     # With that many the extreme values are the interval; with one fewer, none.
     assert ab.median_interval(range(needed))[1:] == (0, needed - 1)
     assert 2 / 2 ** (needed - 1) > 0.05 >= 2 / 2**needed
+
+
+def test_building_the_parser_imports_nothing_heavy():
+    """``fastloop --help`` and a usage error load no loop, Tornado or harness."""
+    code = (
+        "import sys; from fastloop import cli; cli.parser(); "
+        "print(sorted(m for m in sys.modules if m.partition('.')[0] in "
+        "{'asyncio', 'tornado', 'importlib_metadata', 'statistics', 'hashlib'} "
+        "or m.startswith(('importlib.metadata', 'fastloop.telemetry', "
+        "'fastloop.patches', 'fastloop.observers', 'fastloop.ab', "
+        "'fastloop.cli._workloads'))))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"

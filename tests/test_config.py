@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from fastloop import _bootstrap, _registry, config
+from fastloop import config
+from fastloop.patches import registry
+from fastloop.runtime import bootstrap
 
 KNOWN = ("add_callback", "wakeup", "write_to_fd")
 
@@ -71,9 +77,35 @@ def test_bootstrap_never_raises(monkeypatch, capsys):
         raise RuntimeError("simulated failure")
 
     monkeypatch.setenv("FASTLOOP", "1")
-    monkeypatch.setattr(_registry, "install", explode)
-    monkeypatch.setattr(_bootstrap, "_started", False)
-    _bootstrap.run()
-    _bootstrap.run()  # a second .pth pass does nothing
+    monkeypatch.setattr(registry, "install", explode)
+    monkeypatch.setattr(bootstrap, "_started", False)
+    bootstrap.run()
+    bootstrap.run()  # a second .pth pass does nothing
     err = capsys.readouterr().err
     assert err == "fastloop: not activated: RuntimeError('simulated failure')\n"
+
+
+def test_every_setting_is_one_row_that_start_up_run_and_doctor_read():
+    import importlib
+
+    from fastloop.cli import doctor
+
+    rendered = doctor.render(doctor.diagnose({}, loop="asyncio"))
+    run_help = subprocess.run(
+        [sys.executable, "-m", "fastloop", "run", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    for row in config.SETTINGS:
+        assert hasattr(config.settings, row.name)
+        assert f"  {row.variable}" in rendered  # doctor's line
+        if row.flag is not None:
+            assert row.flag.option in run_help
+        if row.follows:
+            module, _, function = row.follows.partition(":")
+            assert callable(getattr(importlib.import_module(module), function))
+        if readme.exists():
+            assert f"`{row.variable}`" in readme.read_text()
+    assert config.ACTIVATING[0] == "FASTLOOP"

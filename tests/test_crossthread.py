@@ -19,7 +19,7 @@ import pytest
 from tornado.ioloop import IOLoop
 
 import fastloop
-from conftest import current_loop, differential
+from tests_support import current_loop, differential
 
 BOTH = ["add_callback", "wakeup"]
 producer_id: contextvars.ContextVar[int] = contextvars.ContextVar(

@@ -21,9 +21,10 @@ pytestmark = pytest.mark.dask
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from fastloop._prometheus import SECTIONS  # noqa: E402
+from fastloop.telemetry.schema import Snapshot  # noqa: E402
+from tests_support import declared_metrics  # noqa: E402
 
-FAMILIES = {spec.name for specs in SECTIONS.values() for spec in specs}
+FAMILIES = set(declared_metrics(Snapshot)) - {"fastloop_patch_installed"}
 PAYLOAD = 1_000_000
 
 

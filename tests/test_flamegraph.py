@@ -7,7 +7,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from fastloop import cli, flamegraph
+from fastloop import cli
+from fastloop.cli import flamegraph
 
 COLLAPSED = """\
 thread:MainThread;main (app.py:1);handler (app.py:10);build_report (app.py:20) 30

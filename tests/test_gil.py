@@ -9,7 +9,7 @@ import pytest
 
 import fastloop
 from fastloop import config
-from fastloop.observers import gil
+from fastloop.telemetry.live import GIL
 
 
 @pytest.fixture(autouse=True)
@@ -92,7 +92,7 @@ def test_setting_from_the_environment_and_bad_values():
 
 
 def test_snapshot_is_json_able_and_resets():
-    gil.RECORDER.probe_wait(2_000, 1_000_000)
+    GIL.observe("histogram", 2_000, part="probe", elapsed_ns=1_000_000)
     data = fastloop.stats().to_dict()["gil"]
     assert data["probe"]["samples"] >= 1
     assert data["probe"]["histogram"]
@@ -102,7 +102,7 @@ def test_snapshot_is_json_able_and_resets():
 
 def contended() -> None:
     for _ in range(20):
-        gil.RECORDER.poll_wait(2_000_000)  # 2 ms at each sampled poll
+        GIL.observe("histogram", 2_000_000, part="poll")  # 2 ms at each poll
 
 
 def test_report_advises_a_shorter_switch_interval_under_contention():
@@ -127,11 +127,11 @@ def test_no_advice_once_switchinterval_is_installed(monkeypatch):
 
 
 def test_doctor_json_carries_the_gil_section():
-    from fastloop.cli import _doctor
+    from fastloop.cli import doctor
 
     fastloop.reset_stats()
     contended()
-    report = _doctor.diagnose({}, loop="asyncio")
+    report = doctor.diagnose({}, loop="asyncio")
     assert report["gil"]["poll"]["samples"] == 20
     assert report["gil"]["advice"]
-    assert "threads wait for the GIL" in _doctor.render(report)
+    assert "threads wait for the GIL" in doctor.render(report)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fastloop import _registry, cli
+from fastloop import cli
+from fastloop.patches import registry
 from tests_support import require_installed_pth
 
 REPO = Path(__file__).resolve().parents[1]
@@ -206,7 +207,7 @@ def test_doctor_answers_for_asyncio_with_patches_already_active(capsys):
     fastloop.install()
     assert cli.main(["doctor", "--loop", "asyncio", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["patches"] == dict.fromkeys(_registry.known())
+    assert report["patches"] == dict.fromkeys(registry.known())
     assert report["off_by_design"] == {}
     assert fastloop.installed() == {"add_callback", "wakeup", "write_to_fd"}
 

@@ -18,7 +18,7 @@ from tornado import gen
 from tornado.ioloop import IOLoop
 
 import fastloop
-from conftest import Records, batches_queued, current_loop, differential, normalise
+from tests_support import Records, batches_queued, current_loop, differential, normalise
 
 PATCH = ["add_callback"]
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar(

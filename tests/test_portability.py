@@ -17,9 +17,8 @@ from tornado.iostream import IOStream
 from tornado.platform.asyncio import AddThreadSelectorEventLoop, AsyncIOLoop
 
 import fastloop
-from conftest import differential
-from fastloop import _registry
-from tests_support import require_installed_pth
+from fastloop.patches import registry
+from tests_support import differential, require_installed_pth
 
 #: A platform without fork (Windows), simulated: os.fork and
 #: os.register_at_fork go before anything imports fastloop (the standard
@@ -147,7 +146,7 @@ def test_add_callback_keeps_stock_behaviour_on_loops_it_does_not_know(
     assert remote == 0  # the stock path ran: nothing was batched
     reasons = {
         key: why
-        for key, why in _registry.loop_declines().items()
+        for key, why in registry.loop_declines().items()
         if key[0] == "add_callback" and key[1].endswith(kind)
     }
     assert list(reasons.values()) == [

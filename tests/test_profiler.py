@@ -15,7 +15,7 @@ import pytest
 from tornado.ioloop import IOLoop
 
 import fastloop
-from fastloop import flamegraph
+from fastloop.cli import flamegraph
 from fastloop.observers import profiler
 from tests_support import require_installed_pth
 
@@ -408,3 +408,45 @@ def test_fastloop_run_profile_writes_the_file_and_children_their_own(tmp_path):
         text = (tmp_path / name).read_text()
         assert "crunch_numbers_in_the_loop (" in text
         assert profiler.IDLE in text
+
+
+CONFIGURED_APP = """
+import asyncio, sys, fastloop
+fastloop.configure(profile=sys.argv[1])
+if sys.argv[2] == "off":
+    fastloop.configure(profile=None)
+
+async def main():
+    from tornado.ioloop import IOLoop
+    IOLoop.current()
+    from fastloop.observers import profiler
+
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 0.3 if sys.argv[2] == "off" else loop.time() + 60
+    while loop.time() < end and not (
+        profiler._process_profile and profiler._process_profile.samples >= 5
+    ):
+        sum(range(10_000))
+        await asyncio.sleep(0)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("then", ["on", "off"])
+def test_the_profile_setting_from_code_writes_at_exit_unless_turned_off(tmp_path, then):
+    target = tmp_path / "app.collapsed"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    result = subprocess.run(
+        [sys.executable, "-c", CONFIGURED_APP, str(target), then],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    if then == "off":
+        assert not target.exists()
+    else:
+        assert "thread:MainThread" in target.read_text()

@@ -17,7 +17,11 @@ from tornado.netutil import bind_sockets
 from tornado.web import Application, RequestHandler
 
 import fastloop
-from fastloop import _prometheus, prometheus
+from fastloop import prometheus
+from fastloop.telemetry import prometheus as collector
+from fastloop.telemetry.histogram import Buckets
+from fastloop.telemetry.schema import Snapshot
+from tests_support import declared_metrics
 
 
 def families(registry: CollectorRegistry) -> dict:
@@ -118,36 +122,30 @@ def test_log2_buckets_become_cumulative_seconds_buckets():
     # fastloop bucket i (upper bound 2**i - 1 ns) lands under le = 2**i ns;
     # below 2**10 ns in the first bound, above 2**34 ns only in +Inf.
     histogram = [[0, 1], [511, 2], [1023, 3], [2047, 4], [(1 << 40) - 1, 5]]
-    buckets = _prometheus.cumulative_buckets(histogram, 15)
+    buckets = collector.cumulative_buckets(Buckets.from_pairs(histogram).counts)
     assert buckets[0] == ("1.024e-06", 6.0)
     assert buckets[1] == ("2.048e-06", 10.0)
     assert buckets[-2] == (buckets[-2][0], 10.0)
     assert float(buckets[-2][0]) == 2**34 * 1e-9
     assert buckets[-1] == ("+Inf", 15.0)
-    assert len(buckets) == len(_prometheus.BOUND_BITS) + 1
+    assert len(buckets) == len(collector.BOUND_BITS) + 1
 
 
 def test_every_stats_key_is_exported_or_left_out_on_purpose():
-    # A new stats section or counter needs an entry in _prometheus.SECTIONS.
-    snapshot = fastloop.stats().to_dict()
-    found = _prometheus.sections(snapshot)
-    assert set(found) == set(_prometheus.SECTIONS)
+    # Every figure the schema gives a metric is in a scrape, and nothing else.
+    registry = CollectorRegistry()
+    prometheus.register(registry)
+    assert set(families(registry)) == set(declared_metrics(Snapshot))
     # Top-level plain keys: the active patches (fastloop_patch_installed).
+    snapshot = fastloop.stats().to_dict()
     assert {k for k, v in snapshot.items() if not isinstance(v, dict)} == {"installed"}
-    for section, data in found.items():
-        exported = {
-            key for spec in _prometheus.SECTIONS[section] for key in spec.reads()
-        }
-        skipped = _prometheus.NOT_EXPORTED.get(section, frozenset())
-        assert set(data) == exported | skipped, section
-        assert not exported & skipped
 
 
 def test_names_units_and_help_follow_prometheus_conventions():
     registry = CollectorRegistry()
     prometheus.register(registry)
     found = families(registry)
-    assert len(found) == 1 + sum(map(len, _prometheus.SECTIONS.values()))
+    assert len(found) == len(declared_metrics(Snapshot))
     for name, family in found.items():
         assert name.startswith("fastloop_") and "_ns" not in name
         assert len(family.documentation) > 20, name
@@ -177,8 +175,8 @@ def test_register_is_idempotent_and_defaults_to_the_global_registry():
 def without_prometheus_client(monkeypatch):
     for name in [n for n in sys.modules if n.partition(".")[0] == "prometheus_client"]:
         monkeypatch.setitem(sys.modules, name, None)
-    monkeypatch.delitem(sys.modules, "fastloop._prometheus")
-    monkeypatch.delattr(fastloop, "_prometheus")
+    monkeypatch.delitem(sys.modules, "fastloop.telemetry.prometheus")
+    monkeypatch.delattr(fastloop.telemetry, "prometheus")
 
 
 @pytest.mark.usefixtures("without_prometheus_client")

@@ -14,8 +14,8 @@ import tornado.platform.asyncio as tornado_asyncio
 from tornado.ioloop import IOLoop
 
 import fastloop
-from fastloop import _registry
-from fastloop.patches import Patch, Swap
+from fastloop.patches import Patch, registry
+from fastloop.patches.changes import Swap
 
 DEFAULT = frozenset({"add_callback", "wakeup", "write_to_fd"})
 STOCK_ADD_CALLBACK = tornado_asyncio.BaseAsyncIOLoop.__dict__["add_callback"]
@@ -160,10 +160,10 @@ def extra_patches():
         apply=lambda module: [Swap(module, "value", "half"), Swap(int, "x", 1)],
     )
     for patch in (good, bad, broken):
-        _registry.register(patch, default=False)
+        registry.register(patch, default=False)
     yield target
     for patch in (good, bad, broken):
-        _registry.unregister(patch.name)
+        registry.unregister(patch.name)
     del sys.modules[target.__name__]
 
 
@@ -188,7 +188,7 @@ def test_a_patch_never_half_applies(extra_patches, caplog):
 
 def test_available_names_every_patch():
     verdicts = fastloop.available()
-    assert set(verdicts) == set(_registry.known())
+    assert set(verdicts) == set(registry.known())
     assert verdicts["add_callback"] is None
 
 
@@ -215,7 +215,11 @@ def test_install_before_tornado_is_imported_applies_on_import():
         assert "tornado" not in sys.modules, "install() must not import tornado"
         assert "asyncio" not in sys.modules, "nor asyncio"
         assert "wrapt" not in sys.modules, "nor wrapt"
-        patches = sorted(m for m in sys.modules if m.startswith("fastloop.patches."))
+        machinery = {"fastloop.patches.registry", "fastloop.patches.changes"}
+        patches = sorted(
+            m for m in sys.modules if m.startswith("fastloop.patches.")
+            and m not in machinery
+        )
         print(sorted(armed), sorted(fastloop.installed()), patches)
         import tornado.ioloop, tornado.iostream, tornado.platform.asyncio as m
         print(sorted(fastloop.installed()), hasattr(m.BaseAsyncIOLoop.add_callback,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 
 from tornado.ioloop import IOLoop
 
@@ -65,24 +64,3 @@ def test_report_names_active_patches_and_marks_the_others():
         "add_callback on the loop thread (not active now; counted while it was)"
         in after
     )
-
-
-def test_every_key_of_a_snapshot_that_is_not_a_count_has_a_merge_rule():
-    """``cluster_stats`` merges by key name: only counts may go unnamed (summed)."""
-    from fastloop import dask
-
-    def leaves(data):
-        for key, value in data.items():
-            if isinstance(value, dict) and key != "installed":
-                yield from leaves(value)
-            else:
-                yield key, value
-
-    named = dask.MAXIMA | dask.HISTOGRAMS | dask.FLAGS | dask.DERIVED | {"installed"}
-    unnamed = []
-    for key, value in leaves(fastloop.stats().to_dict()):
-        count = isinstance(value, int) and not isinstance(value, bool)
-        looks_derived = "max" in key or re.search(r"p\d\d", key)
-        if key not in named and (not count or looks_derived):
-            unnamed.append(key)
-    assert unnamed == []

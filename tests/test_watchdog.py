@@ -14,7 +14,7 @@ import pytest
 from tornado.ioloop import IOLoop
 
 import fastloop
-from fastloop.cli import _doctor
+from fastloop.cli import doctor
 from fastloop.observers import _ticker, watchdog
 from tests_support import require_installed_pth
 
@@ -300,14 +300,14 @@ def test_configure_block_ms_starts_and_stops_the_process_watchdog():
     fastloop.configure(block_ms=75)
     try:
         assert fastloop.stats().watchdog.watching
-        assert "on, threshold 75 ms" in _doctor.render(_doctor.diagnose({}))
+        assert "on, threshold 75 ms" in doctor.render(doctor.diagnose({}))
         fastloop.configure(block_ms=40)  # re-threshold: still exactly one thread
         names = [t.name for t in threading.enumerate()]
         assert names.count("fastloop-watchdog") == 1
     finally:
         fastloop.configure(block_ms=None)
     assert not fastloop.stats().watchdog.watching
-    assert "off: set FASTLOOP_BLOCK_MS" in _doctor.render(_doctor.diagnose({}))
+    assert "off: set FASTLOOP_BLOCK_MS" in doctor.render(doctor.diagnose({}))
 
 
 BLOCKING_APP = """

@@ -20,8 +20,8 @@ from tornado.iostream import IOStream, PipeIOStream, SSLIOStream
 from tornado.tcpserver import TCPServer
 
 import fastloop
-from conftest import differential
-from fastloop import _counters
+from fastloop.telemetry import live
+from tests_support import differential
 
 PATCH = ["write_to_fd"]
 
@@ -354,12 +354,12 @@ def test_streams_do_not_grow_anything_global():
         for _ in range(3):
             transfer([b"a" * 10])
         gc.collect()
-        live = len(_counters._live)
+        alive = len(live.WRITE_TO_FD._live)
         for _ in range(20):
             transfer([b"a" * 10])
         gc.collect()
         fastloop.stats()  # folds what the collector handed over
-        assert len(_counters._live) == live
+        assert len(live.WRITE_TO_FD._live) == alive
 
 
 def test_a_collected_stream_is_folded_into_the_totals_exactly():

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
+from typing import Any
 
-from fastloop.cli._echo_workload import Runner as Runner
-from fastloop.cli._echo_workload import echo_64, echo_64k
+#: ``asyncio.run`` or ``uvloop.run``: what every workload runs its round with.
+Runner = Callable[[Coroutine[Any, Any, float]], float]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Workload:
     name: str
     description: str
@@ -235,6 +237,49 @@ def spinning_thread() -> Iterator[None]:
         thread.join()
 
 
+def _echo(runner: Runner, trips: int, size: int) -> float:
+    async def main() -> float:
+        from tornado.iostream import IOStream
+        from tornado.tcpserver import TCPServer
+
+        accepted: asyncio.Future[IOStream] = asyncio.get_running_loop().create_future()
+
+        class Server(TCPServer):
+            async def handle_stream(self, stream: IOStream, address: object) -> None:
+                accepted.set_result(stream)
+
+        server = Server()
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        sock.setblocking(False)
+        server.add_sockets([sock])
+        client = IOStream(socket.socket())
+        await client.connect(sock.getsockname())
+        peer = await accepted
+        message = b"m" * size
+        start = time.perf_counter()
+        for _ in range(trips):
+            await client.write(message)
+            await peer.write(await peer.read_bytes(size))
+            await client.read_bytes(size)
+        elapsed = time.perf_counter() - start
+        client.close()
+        peer.close()
+        server.stop()
+        return elapsed
+
+    return runner(main())
+
+
+def echo_64(runner: Runner, n: int) -> float:
+    return _echo(runner, n, 64)
+
+
+def echo_64k(runner: Runner, n: int) -> float:
+    return _echo(runner, n, 65536)
+
+
 def busy_chain(runner: Runner, n: int) -> float:
     with spinning_thread():
         return onloop_chain(runner, n)
@@ -254,110 +299,111 @@ WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in (
         Workload(
-            "onloop-burst",
-            "N add_callback on the loop thread, then run them",
-            ("add_callback",),
-            50_000,
-            "callback",
-            onloop_burst,
-            call_soon_burst,
+            name="onloop-burst",
+            description="N add_callback on the loop thread, then run them",
+            patches=("add_callback",),
+            per_round=50_000,
+            unit="callback",
+            run=onloop_burst,
+            limit=call_soon_burst,
         ),
         Workload(
-            "onloop-chain",
-            "each callback adds the next, N times",
-            ("add_callback",),
-            50_000,
-            "callback",
-            onloop_chain,
-            call_soon_chain,
+            name="onloop-chain",
+            description="each callback adds the next, N times",
+            patches=("add_callback",),
+            per_round=50_000,
+            unit="callback",
+            run=onloop_chain,
+            limit=call_soon_chain,
         ),
         Workload(
-            "onloop-mixed",
-            "add_callback alternating with asyncio call_soon (no two in a row)",
-            ("add_callback",),
-            50_000,
-            "callback",
-            onloop_mixed,
+            name="onloop-mixed",
+            description="add_callback alternating with asyncio call_soon "
+            "(no two in a row)",
+            patches=("add_callback",),
+            per_round=50_000,
+            unit="callback",
+            run=onloop_mixed,
         ),
         Workload(
-            "xthread-burst-2",
-            "2 threads add N callbacks",
-            ("add_callback", "wakeup"),
-            40_000,
-            "callback",
-            xthread_burst_2,
+            name="xthread-burst-2",
+            description="2 threads add N callbacks",
+            patches=("add_callback", "wakeup"),
+            per_round=40_000,
+            unit="callback",
+            run=xthread_burst_2,
         ),
         Workload(
-            "xthread-burst-8",
-            "8 threads add N callbacks",
-            ("add_callback", "wakeup"),
-            40_000,
-            "callback",
-            xthread_burst_8,
+            name="xthread-burst-8",
+            description="8 threads add N callbacks",
+            patches=("add_callback", "wakeup"),
+            per_round=40_000,
+            unit="callback",
+            run=xthread_burst_8,
         ),
         Workload(
-            "xthread-ping-pong",
-            "a thread adds a callback and waits for it, N times",
-            ("add_callback", "wakeup"),
-            2_000,
-            "ping",
-            ping_pong,
+            name="xthread-ping-pong",
+            description="a thread adds a callback and waits for it, N times",
+            patches=("add_callback", "wakeup"),
+            per_round=2_000,
+            unit="ping",
+            run=ping_pong,
         ),
         Workload(
-            "threadsafe-burst",
-            "2 threads call loop.call_soon_threadsafe N times",
-            ("wakeup",),
-            40_000,
-            "call",
-            threadsafe_burst,
+            name="threadsafe-burst",
+            description="2 threads call loop.call_soon_threadsafe N times",
+            patches=("wakeup",),
+            per_round=40_000,
+            unit="call",
+            run=threadsafe_burst,
         ),
         Workload(
-            "executor-storm",
-            "N run_in_executor no-ops, all awaited",
-            ("wakeup",),
-            4_000,
-            "call",
-            executor_storm,
+            name="executor-storm",
+            description="N run_in_executor no-ops, all awaited",
+            patches=("wakeup",),
+            per_round=4_000,
+            unit="call",
+            run=executor_storm,
         ),
         Workload(
-            "echo-64B",
-            "IOStream echo round trips of 64 bytes",
-            ("write_to_fd",),
-            2_000,
-            "round trip",
-            echo_64,
+            name="echo-64B",
+            description="IOStream echo round trips of 64 bytes",
+            patches=("write_to_fd",),
+            per_round=2_000,
+            unit="round trip",
+            run=echo_64,
         ),
         Workload(
-            "echo-64KiB",
-            "IOStream echo round trips of 64 KiB",
-            ("write_to_fd",),
-            300,
-            "round trip",
-            echo_64k,
+            name="echo-64KiB",
+            description="IOStream echo round trips of 64 KiB",
+            patches=("write_to_fd",),
+            per_round=300,
+            unit="round trip",
+            run=echo_64k,
         ),
         Workload(
-            "busy-chain",
-            "onloop-chain while another thread runs pure Python",
-            ("add_callback", "wakeup", "write_to_fd", "poll"),
-            10_000,
-            "callback",
-            busy_chain,
+            name="busy-chain",
+            description="onloop-chain while another thread runs pure Python",
+            patches=("add_callback", "wakeup", "write_to_fd", "poll"),
+            per_round=10_000,
+            unit="callback",
+            run=busy_chain,
         ),
         Workload(
-            "busy-pingpong",
-            "xthread-ping-pong while another thread runs pure Python",
-            ("add_callback", "wakeup", "write_to_fd", "poll"),
-            100,
-            "ping",
-            busy_ping_pong,
+            name="busy-pingpong",
+            description="xthread-ping-pong while another thread runs pure Python",
+            patches=("add_callback", "wakeup", "write_to_fd", "poll"),
+            per_round=100,
+            unit="ping",
+            run=busy_ping_pong,
         ),
         Workload(
-            "busy-echo",
-            "echo-64B while another thread runs pure Python",
-            ("add_callback", "wakeup", "write_to_fd", "poll"),
-            200,
-            "round trip",
-            busy_echo_64,
+            name="busy-echo",
+            description="echo-64B while another thread runs pure Python",
+            patches=("add_callback", "wakeup", "write_to_fd", "poll"),
+            per_round=200,
+            unit="round trip",
+            run=busy_echo_64,
         ),
     )
 }

@@ -16,7 +16,7 @@ import sys
 import threading
 from typing import Any
 
-from fastloop import _fork
+from fastloop.runtime import fork
 
 #: id -> loop, for loops this process inherited through fork (held, so that
 #: their ids cannot be reused by new loops).
@@ -42,7 +42,7 @@ def _set_aside_inherited_loops() -> None:
     _inherited.update((id(loop), loop) for loop in _registered())
 
 
-_fork.in_child(_set_aside_inherited_loops)
+fork.in_child(_set_aside_inherited_loops)
 
 
 def asyncio_loop_of(loop: Any) -> Any:

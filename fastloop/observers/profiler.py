@@ -21,15 +21,15 @@ import os
 import sys
 import threading
 from collections import Counter
-from collections.abc import MutableMapping
 from pathlib import Path
 from types import CodeType, FrameType, TracebackType
 from typing import Any
 
-from fastloop import _exit, _fork, config
+from fastloop import config
 from fastloop.config import positive_ms
 from fastloop.observers import _loops
 from fastloop.observers._ticker import Ticker
+from fastloop.runtime import exit_outputs, fork, waits
 
 IDLE = "(idle)"
 #: Samples of stacks first seen once this many are known go to one bucket.
@@ -44,14 +44,9 @@ MAX_DEPTH = 256
 # loop, which the probe callback learns (a callback's caller frame is that
 # one, C frames being invisible).  Under uvloop a callback that is itself a
 # C function (loop.call_soon(time.sleep, 1)) has no frame either, and counts
-# as idle.  Where fastloop's ``poll`` patch is on, the selector's ``select``
-# is its gate (fastloop/patches/poll.py), which waits in C: the same wait.
-
-
-def _is_poll_gate(code: CodeType) -> bool:
-    return code.co_name == "select" and code.co_filename.replace("\\", "/").endswith(
-        "fastloop/patches/poll.py"
-    )
+# as idle.  A patch that stands in for the selector's ``select`` (``poll``'s
+# gate, which waits in C) marks its function (``fastloop.runtime.waits``):
+# the same wait.
 
 
 def _in_selector(code: CodeType) -> bool:
@@ -62,7 +57,7 @@ def _is_idle(frame: FrameType, in_selector: bool, entry: CodeType | None) -> boo
     if frame.f_code is entry:
         return True
     caller = frame.f_back
-    in_gate = _is_poll_gate(frame.f_code)
+    in_gate = waits.waits(frame.f_code)
     return (
         (in_selector or in_gate)
         and caller is not None
@@ -93,7 +88,7 @@ class Profile:
         self._lock = threading.Lock()
         self._ticker: Ticker | None = None
         self.samples = 0
-        _fork.track(self)
+        fork.in_child(self.reset_after_fork)
 
     def reset_after_fork(self) -> None:
         # The sampling thread did not survive the fork, and may have held the lock.
@@ -306,46 +301,58 @@ def profile(interval_ms: float = 10.0, loop: Any = None) -> Profile:
     return Profile(interval_ms, loop)
 
 
-# --- FASTLOOP_PROFILE (fastloop run --profile FILE) ----------------------------
+# --- FASTLOOP_PROFILE / configure(profile=) (fastloop run --profile FILE) ----
+
+_process_profile: Profile | None = None
+_armed = False
 
 
-def profile_until_exit(
-    target: str, environ: MutableMapping[str, str]
-) -> Profile | None:
-    """Profile this process from now on and write ``target`` at exit.
+def follow_setting(target: str | None) -> None:
+    """Profile this process from now on, written at exit to the ``profile`` setting.
 
-    A target that cannot be written is one line on stderr and no profile
-    (None), at start-up rather than at exit.
-
-    Processes this one starts inherit the variable; it is rewritten so that
-    they write ``NAME.<pid>.EXT`` beside the file instead of overwriting it.
+    The setting's path is read at exit (None then: nothing is written), and
+    None stops the profile.  Processes this one starts inherit
+    ``FASTLOOP_PROFILE``: while it names this same file it is rewritten, so
+    that they write ``NAME.<pid>.EXT`` beside it instead of overwriting it.
     A child made by ``os.fork`` starts a profile of its own the same way
     (the parent's samples stay the parent's).  Written at interpreter exit,
     and on SIGTERM when the application has no handler of its own.
     """
-    problem = config.profile_problem({"FASTLOOP_PROFILE": target})
-    if problem is not None:
-        print(problem, file=sys.stderr)
-        return None
-    pattern = str(_per_process(Path(target)))
-    environ["FASTLOOP_PROFILE"] = pattern
-    running = {Path(target.replace("{pid}", str(os.getpid()))): Profile().start()}
+    global _process_profile, _armed
+    if target is None:
+        if _process_profile is not None:
+            _process_profile.stop()
+        _process_profile = None
+        return
+    if os.environ.get("FASTLOOP_PROFILE") == target:
+        os.environ["FASTLOOP_PROFILE"] = str(_per_process(Path(target)))
+    if _process_profile is None:
+        _process_profile = Profile().start()
+    if not _armed:
+        _armed = True
+        exit_outputs.register(_write_process_profile)
+        fork.in_child(_restart_in_child)
 
-    def write() -> None:
-        for path, profile in running.items():
-            profile.stop()
-            try:
-                profile.write(path)
-            except Exception as exc:  # at exit: one line, never a traceback
-                print(f"fastloop: could not write {path}: {exc!r}", file=sys.stderr)
 
-    def restart_in_child() -> None:
-        running.clear()
-        running[Path(pattern.replace("{pid}", str(os.getpid())))] = Profile().start()
+def _write_process_profile() -> None:
+    running, target = _process_profile, config.settings.profile
+    if running is None or target is None:
+        return
+    running.stop()
+    path = Path(target.replace("{pid}", str(os.getpid())))
+    try:
+        running.write(path)
+    except Exception as exc:  # at exit: one line, never a traceback
+        print(f"fastloop: could not write {path}: {exc!r}", file=sys.stderr)
 
-    _exit.register(write)
-    _fork.in_child(restart_in_child)
-    return next(iter(running.values()))
+
+def _restart_in_child() -> None:
+    global _process_profile
+    target = config.settings.profile
+    if _process_profile is None or target is None:
+        return
+    config.settings.profile = str(_per_process(Path(target)))
+    _process_profile = Profile().start()
 
 
 def _per_process(path: Path) -> Path:

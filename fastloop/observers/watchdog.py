@@ -27,16 +27,13 @@ import time
 import traceback
 from collections.abc import Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from fastloop import _fork
-from fastloop._histogram import BUCKETS, buckets
 from fastloop.config import positive_ms
 from fastloop.observers import _loops
 from fastloop.observers._ticker import Ticker
-
-if TYPE_CHECKING:
-    from fastloop._snapshot import WatchdogStats
+from fastloop.runtime import fork
+from fastloop.telemetry import live
 
 log = logging.getLogger("fastloop")
 
@@ -45,63 +42,6 @@ DEFAULT_THRESHOLD_MS = 100.0
 STACK_LIMIT = 40
 
 _clock = time.monotonic_ns
-
-
-class WatchdogRecorder:
-    """Blocked-loop episodes and loop lag, written by the watchdog threads."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.running = 0  # watchdog threads alive now
-        self.reset()
-
-    def reset(self) -> None:
-        with self._lock:
-            self.beats = self.episodes = 0
-            self.blocked_ns = self.max_blocked_ns = self.max_lag_ns = self.lag_ns = 0
-            self.histogram = [0] * BUCKETS
-
-    def lag(self, lag_ns: int) -> None:
-        """One heartbeat's lag: from posting it to the loop running it."""
-        with self._lock:
-            self.beats += 1
-            self.histogram[lag_ns.bit_length()] += 1
-            self.lag_ns += lag_ns
-            self.max_lag_ns = max(self.max_lag_ns, lag_ns)
-
-    def episode(self, blocked_ns: int) -> None:
-        with self._lock:
-            self.episodes += 1
-            self.blocked_ns += blocked_ns
-            self.max_blocked_ns = max(self.max_blocked_ns, blocked_ns)
-
-    def after_fork(self) -> None:
-        """In a forked child: no watchdog thread survived, and no lock holder."""
-        self._lock = threading.Lock()
-        self.running = 0
-
-    def started(self, change: int) -> None:
-        with self._lock:
-            self.running += change
-
-    def snapshot(self) -> WatchdogStats:
-        from fastloop._snapshot import WatchdogStats
-
-        with self._lock:
-            return WatchdogStats(
-                watching=self.running > 0,
-                episodes=self.episodes,
-                blocked_ns=self.blocked_ns,
-                max_blocked_ns=self.max_blocked_ns,
-                beats=self.beats,
-                max_lag_ns=self.max_lag_ns,
-                lag_histogram=buckets(self.histogram),
-                lag_ns=self.lag_ns,
-            )
-
-
-WATCHDOG = WatchdogRecorder()
-_fork.in_child(WATCHDOG.after_fork)
 
 
 class _Watched:
@@ -135,9 +75,9 @@ class Watchdog:
             "fastloop-watchdog",
             self._period_s,
             self._tick,
-            on_exit=lambda: WATCHDOG.started(-1),
+            on_exit=lambda: live.WATCHDOG.running("watching", -1),
         )
-        WATCHDOG.started(+1)
+        live.WATCHDOG.running("watching", +1)
         self._ticker.start()
 
     @property
@@ -211,7 +151,7 @@ class Watchdog:
                 return
             lag = ran - watched.posted_ns
             if not watched.stale:
-                WATCHDOG.lag(lag)
+                live.WATCHDOG.observe("lag_histogram", lag)
             if watched.blocked:
                 self._recovered(watched, lag)
             watched.posted_ns = watched.ran_ns = None
@@ -225,7 +165,11 @@ class Watchdog:
 
     def _recovered(self, watched: _Watched, blocked_ns: int) -> None:
         watched.blocked = False
-        WATCHDOG.episode(blocked_ns)
+        with live.WATCHDOG.lock:
+            tally = live.WATCHDOG.tally
+            tally.episodes += 1
+            tally.blocked_ns += blocked_ns
+            tally.max_blocked_ns = max(tally.max_blocked_ns, blocked_ns)
         log.warning(
             "fastloop: event loop on thread %r responsive again after %.1f ms blocked",
             _loops.thread_name(watched.thread),
@@ -263,11 +207,9 @@ def watch(threshold_ms: float = DEFAULT_THRESHOLD_MS, loop: Any = None) -> Watch
 
 # --- the process-wide watchdog of FASTLOOP_BLOCK_MS / configure(block_ms=) ----
 
-_process_watchdog: list[Watchdog] = []
-_fork_hook = [False]
-
-
+_process_watchdog: Watchdog | None = None
 _setting_lock = threading.Lock()
+_restarts_in_child = False
 
 
 def follow_setting(block_ms: float | None) -> None:
@@ -276,28 +218,27 @@ def follow_setting(block_ms: float | None) -> None:
     The same threshold again leaves the running watchdog (and any episode it
     is in the middle of) alone.
     """
+    global _process_watchdog, _restarts_in_child
     with _setting_lock:
-        running = process_watchdog()
+        running = _process_watchdog
         if running is not None and block_ms == running.threshold_ms:
             return
-        while _process_watchdog:
-            _process_watchdog.pop().stop()
-        if block_ms is not None:
-            _process_watchdog.append(Watchdog(block_ms))
-            if not _fork_hook[0]:
-                _fork_hook[0] = True
-                _fork.in_child(_restart_in_child)
+        if running is not None:
+            running.stop()
+        _process_watchdog = None if block_ms is None else Watchdog(block_ms)
+        if block_ms is not None and not _restarts_in_child:
+            _restarts_in_child = True
+            fork.in_child(_restart_in_child)
 
 
 def process_watchdog() -> Watchdog | None:
-    return _process_watchdog[0] if _process_watchdog else None
+    return _process_watchdog
 
 
 def _restart_in_child() -> None:
     # Only the forking thread survives a fork: the child needs its own thread
     # (and a fresh lock: the parent's may have been held at the fork).
-    global _setting_lock
+    global _setting_lock, _process_watchdog
     _setting_lock = threading.Lock()
-    if _process_watchdog:
-        threshold = _process_watchdog.pop().threshold_ms
-        _process_watchdog.append(Watchdog(threshold))
+    if _process_watchdog is not None:
+        _process_watchdog = Watchdog(_process_watchdog.threshold_ms)

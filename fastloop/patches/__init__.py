@@ -1,18 +1,23 @@
 """The patches, one module each: what fastloop changes in Tornado and asyncio.
 
-Each patch module holds a ``PATCH`` record (``Patch``, below).
-``RECORDS`` names each patch, its target module and its own module, in
-default-set order; the registry (``fastloop._registry``) knows them by that
-row and imports a patch's module only with its target (start-up pays for
-no patch whose target the application never imports).  This package
-imports no other fastloop module.
+Each patch module holds a ``PATCH`` record (``Patch``, below) whose
+``apply()`` lists its changes (``changes``: class attributes, per-object
+state, process settings); the registry (``registry``) performs and undoes
+them all.  ``RECORDS`` names each patch, its target module and its own
+module, in default-set order; the registry knows the patches by that row and
+imports a patch's module only with its target (start-up pays for no patch
+whose target the application never imports).  This package imports no
+other fastloop module.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fastloop.patches.changes import Change
 
 #: (name, target module, the patch's module, in the default set)
 RECORDS = (
@@ -24,42 +29,30 @@ RECORDS = (
 )
 
 
-# Records are NamedTuples rather than dataclasses: they are built while the
-# interpreter starts under FASTLOOP=1, and a dataclass costs ~0.4 ms to
-# define there, a NamedTuple ~0.08 ms (``python -X importtime``, issue 12).
-
-
-class Swap(NamedTuple):
-    """Replace ``owner.<attribute>`` with ``replacement`` while the patch is on."""
-
-    owner: Any
-    attribute: str
-    replacement: Any
-
-
-class Effect(Protocol):
-    """A change that is not an attribute swap (an interpreter setting)."""
-
-    def undo(self) -> None:
-        """Put back what was found, unless someone changed it since (never raises)."""
-
-
-class Patch(NamedTuple):
-    """A patch record.
+class Patch:
+    """A patch record (a plain class: it is built while the interpreter starts
+    under FASTLOOP=1, where a NamedTuple costs ~0.1-0.3 ms to define and a
+    dataclass ~0.4 ms, ``python -X importtime``).
 
     ``check(module)`` returns None when the internals it replaces look exactly
-    as expected, else a one-line reason.  ``apply(module)`` returns the swaps;
-    it must not mutate anything itself.  ``effect()``, for a patch that
-    changes a setting rather than attributes, makes that change once the
-    swaps are in and returns how to undo it; the registry keeps it.
-    ``remove()`` runs after the originals are back, for patches that must
-    hand over state (it must not raise).
+    as expected, else a one-line reason.  ``apply(module)`` returns the
+    changes, in the order the registry makes them; it must not change
+    anything itself.
     """
 
-    name: str
-    target: str
-    summary: str
-    check: Callable[[ModuleType], str | None]
-    apply: Callable[[ModuleType], list[Swap]]
-    remove: Callable[[], None] | None = None
-    effect: Callable[[], Effect] | None = None
+    __slots__ = ("apply", "check", "name", "summary", "target")
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        target: str,
+        summary: str,
+        check: Callable[[ModuleType], str | None],
+        apply: Callable[[ModuleType], list[Change]],
+    ) -> None:
+        self.name = name
+        self.target = target
+        self.summary = summary
+        self.check = check
+        self.apply = apply

@@ -21,16 +21,18 @@ from typing import TYPE_CHECKING, Any
 from tornado import gen
 from tornado.log import app_log
 
-from fastloop import _counters as stats
+from fastloop.telemetry.live import ADD_CALLBACK
 
 if TYPE_CHECKING:
     from fastloop.patches.add_callback import LoopState
 
 _cancelled = asyncio.CancelledError
-_onloop_extra = stats.ONLOOP_EXTRA.add
-_batches = stats.REMOTE_BATCHES.increment
-_batched = stats.REMOTE_BATCHED.add
-_batched_one = stats.REMOTE_BATCHED.increment
+#: Bumped for each callback beyond the first of its batch (the schema adds
+#: ``onloop_batches``): a lone callback, a chain's step, costs no bump here.
+_onloop_extra = ADD_CALLBACK.onloop_callbacks.add
+_batches = ADD_CALLBACK.batches.increment
+_batched = ADD_CALLBACK.batched.add
+_batched_one = ADD_CALLBACK.batched.increment
 
 
 def adopt_result(ioloop: Any, result: Any) -> None:

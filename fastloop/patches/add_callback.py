@@ -32,6 +32,19 @@ same lock before reading it.  Only a new batch writes a wake-up byte (the
 ``wakeup`` patch coalesces those further).  A closed loop swallows the
 call, as stock does.
 
+Undo argument.  The patch hangs two attributes on objects, both through
+the registry (``PerObject``): ``_fastloop_state`` on each IOLoop and the
+iteration counter ``_process_events`` on its asyncio loop.  Uninstall puts
+the class's ``add_callback`` back first, so no new call starts patched;
+then it takes both attributes off every object.  A call already running
+keeps the state it read for the rest of that one call, which is safe: on
+the loop thread no iteration passes inside one call, so the iteration it
+compares is still current; from another thread it appends to a
+``RemoteBatch`` under the state's lock, which the batch in the ready queue
+(it holds the state itself, not the IOLoop's attribute) honours when it
+runs.  A call that finds no state once uninstalled is given one that takes
+the stock path, and attaches nothing (``PerObject.setdefault``).
+
 The stock path remains for asyncio debug mode (it checks every handle),
 for IOLoop subclasses that override ``_run_callback``, and for loops this
 patch does not know (a proactor loop, Tornado's proxy loops): those are
@@ -53,15 +66,15 @@ from contextvars import copy_context
 from types import ModuleType
 from typing import Any
 
-from fastloop import _counters as stats
-from fastloop import _fork, _registry
-from fastloop._attached import attached
-from fastloop.patches import Patch, Swap
+from fastloop.patches import Patch, registry
 from fastloop.patches._callback_batches import CallbackBatch, RemoteBatch, run_lone
+from fastloop.patches.changes import Change, PerObject, Swap
+from fastloop.runtime import fork
+from fastloop.telemetry.live import ADD_CALLBACK
 
 _get_running_loop: Callable[[], Any] = events._get_running_loop
-_onloop_batch = stats.ONLOOP_BATCHES.increment
-_queued = stats.REMOTE_CALLBACKS.increment
+_onloop_batch = ADD_CALLBACK.onloop_batches.increment
+_queued = ADD_CALLBACK.remote_callbacks.increment
 
 
 class LoopState:
@@ -78,7 +91,7 @@ class LoopState:
         self.iteration = 0
         #: Guards RemoteBatch appends against the loop starting that batch.
         self.lock = threading.Lock()
-        _fork.track(self)
+        fork.in_child(self.reset_after_fork)
 
     def reset_after_fork(self) -> None:
         """A producer thread of the parent may have held the lock: not ours."""
@@ -125,7 +138,8 @@ def check(module: ModuleType) -> str | None:
     return None
 
 
-def count_iterations(loop: Any, state: LoopState) -> None:
+def count_iterations(loop: Any, state: LoopState, iterations: PerObject) -> bool:
+    """Count ``loop``'s iterations in ``state``; False once uninstalled."""
     # _run_once calls self._process_events once per iteration, before it
     # runs that iteration's handles.  The weak reference keeps the loop
     # free of a loop -> wrapper -> bound method -> loop cycle.
@@ -136,17 +150,19 @@ def count_iterations(loop: Any, state: LoopState) -> None:
         state.iteration += 1
         process(loop_ref(), event_list)
 
-    loop._process_events = process_events
+    return iterations.put(loop, _process_events=process_events)
 
 
-def new_state(ioloop: Any, stock_run_callback: Callable[..., Any]) -> LoopState:
+def new_state(
+    stock_run_callback: Callable[..., Any], ioloop: Any, *, iterations: PerObject
+) -> LoopState:
     """How ``add_callback`` treats this IOLoop: batched, call_soon or stock."""
     loop = ioloop.asyncio_loop
     if type(ioloop)._run_callback is not stock_run_callback:
         return LoopState(None, False)  # customised error handling: stock path
     reason = unknown_loop(loop)
     if reason is not None:
-        _registry.declined_on_loop("add_callback", loop, reason)
+        registry.declined_on_loop("add_callback", loop, reason)
         return LoopState(None, False)
     ready = getattr(loop, "_ready", None)
     process = getattr(loop, "_process_events", None)
@@ -158,25 +174,27 @@ def new_state(ioloop: Any, stock_run_callback: Callable[..., Any]) -> LoopState:
     if not batching:
         return LoopState(None, True)  # uvloop, or a loop batched by another install
     state = LoopState(ready, False)
-    count_iterations(loop, state)
+    if not count_iterations(loop, state, iterations):
+        return LoopState(None, False)  # uninstalled meanwhile: the stock path
     return state
 
 
-def apply(module: ModuleType) -> list[Swap]:
+def apply(module: ModuleType) -> list[Change]:
     """The replacement ``add_callback``, closing over the originals found now.
 
-    It falls back to the stock ``add_callback`` it replaces, and tells an
-    IOLoop subclass with its own error handling by the stock ``_run_callback``;
-    the rest is module-level.  A plain function, not a wrapt wrapper: the
-    hottest path of a Tornado process.  Debug mode: asyncio's ``_debug`` where
-    there is a ready deque (a call less per cross-thread callback), uvloop's
-    ``get_debug()`` (it keeps the flag in C).
+    It falls back to the stock ``add_callback``, and tells an IOLoop subclass
+    with its own error handling by the stock ``_run_callback``.  Debug mode:
+    asyncio's ``_debug`` where there is a ready deque (a call less per
+    cross-thread callback), uvloop's ``get_debug()`` (kept in C).
     """
     from tornado.ioloop import IOLoop
 
     base = module.BaseAsyncIOLoop
     stock_add_callback: Callable[..., None] = base.__dict__["add_callback"]
-    make_state = functools.partial(new_state, stock_run_callback=IOLoop._run_callback)
+    states = PerObject("_fastloop_state")
+    iterations = PerObject("_process_events")
+    stock_run = IOLoop._run_callback
+    make_state = functools.partial(new_state, stock_run, iterations=iterations)
 
     def add_callback(
         self: Any, callback: Callable[..., Any], *args: Any, **kwargs: Any
@@ -185,7 +203,7 @@ def apply(module: ModuleType) -> list[Swap]:
         try:
             state = self._fastloop_state
         except AttributeError:
-            state = attached(self, "_fastloop_state", make_state)
+            state = states.setdefault(self, make_state)
         ready = state.ready
         if _get_running_loop() is loop:
             if ready is not None:
@@ -240,7 +258,7 @@ def apply(module: ModuleType) -> list[Swap]:
         stock_add_callback(self, callback, *args, **kwargs)
 
     functools.update_wrapper(add_callback, stock_add_callback)
-    return [Swap(base, "add_callback", add_callback)]
+    return [states, iterations, Swap(base, "add_callback", add_callback)]
 
 
 def unknown_loop(loop: Any) -> str | None:

@@ -48,8 +48,11 @@ as SIGINT's ``KeyboardInterrupt`` still runs at once); a loop stopped
 before its iteration began and a loop in debug mode poll for real.
 
 Scope: loops created while the patch is installed (the gate is put on a
-loop's selector when the loop is created); ``uninstall()`` takes every gate
-off again.  Fork needs nothing: the state is timestamps of system-wide
+loop's selector when the loop is created, through the registry's
+``PerObject``); ``uninstall()`` takes every gate off again, and so does
+closing the selector.  The gate marks itself as a stand-in for ``select``
+(``fastloop.runtime.waits``), so the profiler counts a loop waiting in it
+as idle.  Fork needs nothing: the state is timestamps of system-wide
 monotonic clocks (a forked child's thread CPU clock restarts, which at
 worst makes its first decision "contended").  The gate holds its
 selector weakly: a strong reference would be a cycle through the
@@ -70,11 +73,11 @@ from select import EPOLLIN, EPOLLOUT
 from types import ModuleType
 from typing import Any
 
-from fastloop import _counters as stats
-from fastloop import _registry
 from fastloop.config import settings
-from fastloop.observers import gil
-from fastloop.patches import Patch, Swap
+from fastloop.patches import Patch, registry
+from fastloop.patches.changes import Change, PerObject, Swap
+from fastloop.runtime import waits
+from fastloop.telemetry.live import GIL, POLL
 
 #: The clock of the gate, read when a loop is created (tests substitute it).
 clock: Callable[[], int] = time.perf_counter_ns
@@ -186,22 +189,23 @@ def check(module: ModuleType) -> str | None:
     return None
 
 
-def apply(module: ModuleType) -> list[Swap]:
+def apply(module: ModuleType) -> list[Change]:
     cls = module.BaseSelectorEventLoop
     stock_init: Any = cls.__dict__["__init__"]
+    gates = PerObject("select", "close")
 
     def __init__(self: Any, selector: Any = None) -> None:
         stock_init(self, selector)
         if type(self._selector) is selectors.EpollSelector:
-            put_gate(self)
+            put_gate(self, gates)
 
     __init__.__wrapped__ = stock_init  # type: ignore[attr-defined]
     __init__.__qualname__ = stock_init.__qualname__
     __init__.__doc__ = stock_init.__doc__
-    return [Swap(cls, "__init__", __init__)]
+    return [gates, Swap(cls, "__init__", __init__)]
 
 
-def put_gate(loop: Any) -> None:
+def put_gate(loop: Any, gates: PerObject) -> None:
     """Give ``loop``'s epoll selector a ``select`` whose zero polls can keep the GIL.
 
     It replaces ``EpollSelector.select`` rather than wrapping it (one Python
@@ -210,14 +214,14 @@ def put_gate(loop: Any) -> None:
     """
     epoll_wait = load_epoll_wait()
     if epoll_wait is None:
-        _registry.declined_on_loop(
+        registry.declined_on_loop(
             "poll", loop, "libc's epoll_wait is not reachable through ctypes"
         )
         return
     selector = loop._selector
-    selector.select = _gate(loop, selector, epoll_wait)
-    selector.close = _closer(selector)
-    _gated.add(selector)
+    gate = _gate(loop, selector, epoll_wait)
+    waits.mark(gate)
+    gates.put(selector, select=gate, close=_closer(selector))
 
 
 def _ready_lister(
@@ -268,9 +272,9 @@ def _gate(loop: Any, selector: Any, epoll_wait: Any) -> Callable[..., Any]:
     ceil = math.ceil
     now = clock
     cpu_now = thread_clock
-    skip_ns = settings.poll_ns  # read once per loop: the hot path reads a cell
-    skipped = stats.POLLS_SKIPPED.increment
-    gil_wait = gil.RECORDER.poll_wait
+    skip_ns = int(settings.poll_us * 1000)  # once per loop: the hot path reads a cell
+    skipped = POLL.skipped.increment
+    gil_wait = GIL.observe
     last_real = now()
     next_sample = last_real
     held = False  # polls keep the GIL: the last sample saw contention
@@ -306,7 +310,7 @@ def _gate(loop: Any, selector: Any, epoll_wait: Any) -> Callable[..., Any]:
             cpu = cpu_now()
             ready = stock_poll(0, len(fd_to_key) or 1)
             waited = now() - started - (cpu_now() - cpu)
-            gil_wait(waited)
+            gil_wait("histogram", waited, part="poll")
             # Contended: this poll waited, or the loop never idled since the
             # last sample and yet ran less than half the time (it lost the
             # GIL at polls this one sample did not catch).
@@ -337,17 +341,6 @@ def take_gate_off(selector: Any) -> None:
     for name in ("select", "close"):
         with contextlib.suppress(AttributeError):
             delattr(selector, name)
-    _gated.discard(selector)
-
-
-def remove() -> None:
-    """Uninstalled: every gated selector gets stock ``select`` back."""
-    for selector in list(_gated):
-        take_gate_off(selector)
-
-
-#: Selectors that carry a gate now, held weakly (uninstall takes gates off).
-_gated: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 PATCH = Patch(
@@ -356,5 +349,4 @@ PATCH = Patch(
     summary="asyncio epoll loop: zero-timeout polls keep the GIL; skip them (opt-in)",
     check=check,
     apply=apply,
-    remove=remove,
 )

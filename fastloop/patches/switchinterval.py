@@ -22,9 +22,9 @@ import logging
 import sys
 from types import ModuleType
 
-from fastloop import _registry
 from fastloop.config import settings
-from fastloop.patches import Patch, Swap
+from fastloop.patches import Patch, registry
+from fastloop.patches.changes import Change
 
 log = logging.getLogger("fastloop")
 
@@ -44,16 +44,16 @@ def check(module: ModuleType) -> str | None:
     return None
 
 
-def apply(module: ModuleType) -> list[Swap]:
-    return []
+class ShorterInterval(Change):
+    """The interval we set, and the one we found: a process setting, undone."""
 
-
-class ShorterInterval:
-    """The interval we set, and the one we found."""
+    __slots__ = ("found", "ours")
 
     def __init__(self) -> None:
-        self.found = sys.getswitchinterval()
-        self.ours = self.found
+        self.found = self.ours = 0.0
+
+    def do(self) -> None:
+        self.found = self.ours = sys.getswitchinterval()
         self.follow()
 
     def follow(self) -> None:
@@ -74,11 +74,15 @@ class ShorterInterval:
             )
 
 
-def follow_setting() -> None:
+def apply(module: ModuleType) -> list[Change]:
+    return [ShorterInterval()]
+
+
+def follow_setting(interval_us: float) -> None:
     """``configure(switch_interval_us=...)``: apply it now if installed."""
-    effect = _registry.effect_of("switchinterval")
-    if isinstance(effect, ShorterInterval):
-        effect.follow()
+    change = registry.applied_change("switchinterval", ShorterInterval)
+    if change is not None:
+        change.follow()
 
 
 PATCH = Patch(
@@ -87,5 +91,4 @@ PATCH = Patch(
     summary="a shorter interpreter switch interval while installed",
     check=check,
     apply=apply,
-    effect=ShorterInterval,
 )

@@ -29,6 +29,19 @@ the C signal handler writes to the pipe itself, not through here.  Only
 asyncio's selector loops run this code: a proactor loop, uvloop and
 Tornado's ``AddThreadSelectorEventLoop`` (its own selector thread) never
 reach it.
+
+Undo argument.  A loop created while installed keeps fastloop's reader
+(the self-pipe handle binds ``_read_from_self`` when the loop is made) and,
+once woken from another thread, its pending flag ``_fastloop_wakeup``.
+Uninstall restores the class attributes first, then turns coalescing off in
+every flag, then takes the flags off and puts a handle of stock
+``_read_from_self`` back on each such loop's self-pipe.  A producer still
+inside the patched ``_write_to_self`` cannot lose a wake-up: after failing
+to take the flag it skips its write only if coalescing is still on, which
+means the reader registered is still fastloop's, and then the argument
+above holds; once coalescing is off it writes.  The handle is swapped by
+``selector.modify``, a dict assignment the loop thread sees whole, whichever
+of the two handles it runs.
 """
 
 from __future__ import annotations
@@ -37,13 +50,14 @@ import asyncio
 import contextlib
 import functools
 import threading
+from asyncio import events
 from types import ModuleType
 from typing import Any
 
-from fastloop import _counters as stats
-from fastloop import _fork, _registry
-from fastloop._attached import attached
-from fastloop.patches import Patch, Swap
+from fastloop.patches import Patch, registry
+from fastloop.patches.changes import Change, PerObject, Swap
+from fastloop.runtime import fork
+from fastloop.telemetry.live import WAKEUP
 
 
 class WakeupState:
@@ -54,7 +68,7 @@ class WakeupState:
     def __init__(self, coalesce: bool) -> None:
         self.pending = threading.Lock()
         self.coalesce = coalesce
-        _fork.track(self)
+        fork.in_child(self.reset_after_fork)
 
     def reset_after_fork(self) -> None:
         """In a forked child the parent's pending byte is not ours to wait for."""
@@ -82,12 +96,53 @@ def check(module: ModuleType) -> str | None:
     return None
 
 
-def apply(module: ModuleType) -> list[Swap]:
+def _self_pipe_reader(loop: Any) -> Any:
+    """The callback of the handle that reads ``loop``'s self-pipe (None if closed)."""
+    try:
+        return loop._selector.get_key(loop._ssock.fileno()).data[0]._callback
+    except Exception:  # closed, or a selector we do not know
+        return None
+
+
+def _reads_for_us(loop: Any) -> bool:
+    """Whether the loop's self-pipe reader is fastloop's (any fastloop version)."""
+    callback = _self_pipe_reader(loop)
+    function = getattr(callback, "__func__", None)
+    return bool(getattr(function, "clears_fastloop_wakeup", False))
+
+
+def stop_coalescing(loop: Any) -> None:
+    """Uninstall, step 1: every producer from now on writes (see the argument)."""
+    state = getattr(loop, "_fastloop_wakeup", None)
+    if state is not None:
+        state.coalesce = False
+
+
+def give_back_the_reader(loop: Any) -> None:
+    """Uninstall, step 2: a handle of stock ``_read_from_self`` reads the pipe again."""
+    if not _reads_for_us(loop):
+        return
+    with contextlib.suppress(Exception):  # closed meanwhile: nothing to read
+        fd = loop._ssock.fileno()
+        key = loop._selector.get_key(fd)
+        handle = events.Handle(loop._read_from_self, (), loop, None)
+        loop._selector.modify(fd, key.events, (handle, key.data[1]))
+
+
+def apply(module: ModuleType) -> list[Change]:
     cls = module.BaseSelectorEventLoop
     stock_write: Any = cls.__dict__["_write_to_self"]
     stock_read: Any = cls.__dict__["_read_from_self"]
-    requested = stats.WAKEUPS_REQUESTED.increment
-    written = stats.WAKEUPS_WRITTEN.increment
+    stock_make_self_pipe: Any = cls.__dict__["_make_self_pipe"]
+    requested = WAKEUP.requested.increment
+    written = WAKEUP.written.increment
+    # Loops whose self-pipe reader is ours, and their flags (undone first).
+    readers = PerObject(detach=give_back_the_reader)
+    states = PerObject("_fastloop_wakeup", detach=stop_coalescing)
+
+    def make_self_pipe(self: Any) -> None:
+        stock_make_self_pipe(self)
+        readers.put(self)  # its reader is read_from_self, below
 
     def read_from_self(self: Any) -> None:
         try:
@@ -106,18 +161,11 @@ def apply(module: ModuleType) -> list[Swap]:
     read_from_self.clears_fastloop_wakeup = True  # type: ignore[attr-defined]
 
     def new_state(loop: Any) -> WakeupState:
-        # Only a loop whose self-pipe reader is ours (any fastloop version)
-        # ever clears the flag; anything else keeps writing every time.
-        try:
-            key = loop._selector.get_key(loop._ssock.fileno())
-            callback = key.data[0]._callback
-            coalesce = getattr(callback, "__func__", None) is not None and getattr(
-                callback.__func__, "clears_fastloop_wakeup", False
-            )
-        except Exception:  # closed, or a selector we do not know
-            coalesce = False
+        # Only a loop whose self-pipe reader is ours ever clears the flag;
+        # anything else keeps writing every time.
+        coalesce = _reads_for_us(loop)
         if not coalesce:
-            _registry.declined_on_loop(
+            registry.declined_on_loop(
                 "wakeup",
                 loop,
                 "its self-pipe reader is not fastloop's (a loop made before "
@@ -130,15 +178,19 @@ def apply(module: ModuleType) -> list[Swap]:
         try:
             state = self._fastloop_wakeup
         except AttributeError:
-            state = attached(self, "_fastloop_wakeup", new_state)
-        if state.coalesce and not state.pending.acquire(False):
-            return  # a wake-up is already on its way
+            state = states.setdefault(self, new_state)
+        if state.coalesce and not state.pending.acquire(False) and state.coalesce:
+            return  # a wake-up is on its way (read coalesce again: uninstall)
         written()
         stock_write(self)
 
     functools.update_wrapper(write_to_self, stock_write)
     functools.update_wrapper(read_from_self, stock_read)
+    functools.update_wrapper(make_self_pipe, stock_make_self_pipe)
     return [
+        readers,
+        states,
+        Swap(cls, "_make_self_pipe", make_self_pipe),
         Swap(cls, "_write_to_self", write_to_self),
         Swap(cls, "_read_from_self", read_from_self),
     ]

@@ -5,15 +5,20 @@ the loop for milliseconds: kernel work on loopback, or reacquiring the GIL
 behind busy threads after the syscall (the convoy effect).  Each call is
 timed with ``perf_counter_ns``; its result and exception pass through
 untouched.  The hot path is two clock reads and the counters and log2
-histogram that the stream carries; process totals are summed from those
-when asked (``_stats``), and the slow-write threshold is only looked at
-for a call that took long.  With ``write_cpu`` on, thread CPU time is
-measured too, so that wall minus CPU ("stalled") shows time spent waiting
-rather than working.
+histogram that the stream carries (a tally of ``schema.WriteStats``,
+``live.WRITE_TO_FD``); process totals are summed from those when asked,
+and the slow-write threshold is only looked at for a call that took long.
+With ``write_cpu`` on, thread CPU time is measured too, so that wall minus
+CPU ("stalled") shows time spent waiting rather than working.
 
 The stream's counters are one attribute of the stream, ``_fastloop_writes``,
-set on its first write: ``stream_stats`` must still answer in a close
-callback, after Tornado has dropped the stream's buffers.  (CPython 3.11+
+set on its first write through the registry (``PerObject``), which takes it
+off every stream at uninstall: ``stream_stats`` must still answer in a
+close callback, after Tornado has dropped the stream's buffers.  A tally
+taken off its stream stays counted in the process totals until the stream
+is collected, so nothing counted is lost, and a write still running at
+uninstall bumps the tally it holds (only the stream's loop thread writes
+it).  (CPython 3.11+
 shares at most 30 attribute names among a class's instances and an
 IOStream uses 27; this is one more, and the only one fastloop adds:
 tests/test_write_to_fd.py fails when they no longer fit.)
@@ -33,10 +38,10 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from fastloop import _counters as stats
-from fastloop._attached import attached
 from fastloop.config import settings
-from fastloop.patches import Patch, Swap
+from fastloop.patches import Patch
+from fastloop.patches.changes import Change, PerObject, Swap
+from fastloop.telemetry.live import WRITE_TO_FD
 
 log = logging.getLogger("fastloop")
 
@@ -101,13 +106,6 @@ def describe_peer(stream: Any) -> str:
     return f"fd {getattr(stream, 'fd', '?')}"
 
 
-def counters_of(stream: Any) -> stats.StreamCounters:
-    counters: stats.StreamCounters | None = getattr(stream, "_fastloop_writes", None)
-    if counters is None:
-        counters = attached(stream, "_fastloop_writes", stats.track_stream)
-    return counters
-
-
 #: Only a call at least this long is compared with the slow-write threshold,
 #: so the hot path reads no threshold (a threshold below this acts as this).
 SLOW_FLOOR_NS = 50_000
@@ -119,44 +117,51 @@ def inlinable(function: Any) -> bool:
     return code is not None and code.co_names == ("socket", "send")
 
 
-#: What the wrappers of one install share: record, record_failure, cpu_timed,
-#: after_slow (a plain tuple: this module loads at start-up under FASTLOOP=1).
+#: What the wrappers of one install share: counters_of, record, record_failure,
+#: cpu_timed, after_slow (a plain tuple: this module loads at start-up).
 Recorders = tuple[
-    Callable[[stats.StreamCounters, Any, int, int, int], None],
+    Callable[[Any], Any],
+    Callable[[Any, Any, int, int, int], None],
     Callable[[Any, int, int, BaseException], None],
     Callable[[Callable[[Any, Any], int], Any, Any], int],
     Callable[[Any, int, int], None],
 ]
 
 
-def recorders() -> Recorders:
-    """The steps the wrappers share, with one slow-write log per install."""
+def recorders(streams: PerObject) -> Recorders:
+    """The steps the wrappers share, with one slow-write log per install.
+
+    A tally's slots are ``schema.WriteStats``'s figures; ``bytes_offered``
+    counts only what goes beyond ``bytes_written`` (one update fewer per
+    full write) and calls are the histogram's total.
+    """
     clock = time.perf_counter_ns
     cpu_clock = time.thread_time_ns
-    count_slow = stats.SLOW_WRITES.increment
     log_slow = SlowWriteLog()
 
+    def counters_of(stream: Any) -> Any:
+        counters = getattr(stream, WRITE_TO_FD.attribute, None)
+        if counters is None:
+            counters = streams.setdefault(stream, WRITE_TO_FD.track)
+        return counters
+
     def after_slow(stream: Any, offered: int, elapsed: int) -> None:
-        threshold = settings.slow_write_ns
-        if threshold and elapsed > threshold:
-            count_slow()
+        threshold = settings.slow_write_ms
+        if threshold and elapsed > threshold * 1_000_000:
+            counters_of(stream).slow += 1
             log_slow(stream, offered, elapsed)
 
     def record(
-        counters: stats.StreamCounters,
-        stream: Any,
-        offered: int,
-        written: int,
-        elapsed: int,
+        counters: Any, stream: Any, offered: int, written: int, elapsed: int
     ) -> None:
         # The same steps as the inlined copy in fast_write_to_fd below.
         counters.histogram[elapsed.bit_length()] += 1
-        counters.written += written
-        counters.wall_ns += elapsed
+        counters.bytes_written += written
+        counters.total_ns += elapsed
         if elapsed > counters.max_ns:
             counters.max_ns = elapsed
         if written != offered:
-            counters.unwritten += offered - written
+            counters.bytes_offered += offered - written
             if not written:
                 counters.would_block += 1
         if elapsed > SLOW_FLOOR_NS:
@@ -167,8 +172,8 @@ def recorders() -> Recorders:
     ) -> None:
         counters = counters_of(stream)
         counters.histogram[elapsed.bit_length()] += 1
-        counters.unwritten += offered
-        counters.wall_ns += elapsed
+        counters.bytes_offered += offered
+        counters.total_ns += elapsed
         counters.max_ns = max(counters.max_ns, elapsed)
         if isinstance(exc, BlockingIOError):
             counters.would_block += 1
@@ -202,13 +207,13 @@ def recorders() -> Recorders:
         counters.cpu_calls += 1
         return written
 
-    return record, record_failure, cpu_timed, after_slow
+    return counters_of, record, record_failure, cpu_timed, after_slow
 
 
 def instrument(
     original: Callable[[Any, Any], int], shared: Recorders
 ) -> Callable[[Any, Any], int]:
-    record, record_failure, cpu_timed, _ = shared
+    counters_of, record, record_failure, cpu_timed, _ = shared
     clock = time.perf_counter_ns
 
     # A plain function rather than a wrapt FunctionWrapper: it runs on
@@ -246,7 +251,7 @@ def inline(
     # IOStream, the stream of every TCP connection: stock's one line is
     # inlined and so is record(), which saves two Python frames per
     # write (bench/write_overhead.py: ~120 ns of ~300 ns added per call).
-    _, record_failure, cpu_timed, after_slow = shared
+    counters_of, _, record_failure, cpu_timed, after_slow = shared
     clock = time.perf_counter_ns
 
     def fast_write_to_fd(self: Any, data: Any) -> int:
@@ -270,12 +275,12 @@ def inline(
         except AttributeError:
             counters = counters_of(self)
         counters.histogram[elapsed.bit_length()] += 1
-        counters.written += written
-        counters.wall_ns += elapsed
+        counters.bytes_written += written
+        counters.total_ns += elapsed
         if elapsed > counters.max_ns:
             counters.max_ns = elapsed
         if written != len(data):
-            counters.unwritten += len(data) - written
+            counters.bytes_offered += len(data) - written
             if not written:
                 counters.would_block += 1
         if elapsed > SLOW_FLOOR_NS:
@@ -286,15 +291,16 @@ def inline(
     return functools.update_wrapper(fast_write_to_fd, original)
 
 
-def apply(module: ModuleType) -> list[Swap]:
-    shared = recorders()
-    swaps = []
+def apply(module: ModuleType) -> list[Change]:
+    streams = PerObject(WRITE_TO_FD.attribute)
+    shared = recorders(streams)
+    changes: list[Change] = [streams]
     for name in CLASSES:
         cls = getattr(module, name)
         original = cls.__dict__["write_to_fd"]
         make = inline if name == "IOStream" and inlinable(original) else instrument
-        swaps.append(Swap(cls, "write_to_fd", make(original, shared)))
-    return swaps
+        changes.append(Swap(cls, "write_to_fd", make(original, shared)))
+    return changes
 
 
 PATCH = Patch(

@@ -25,9 +25,9 @@ def _chain() -> None:
 
 
 try:
-    from fastloop import _bootstrap
+    from fastloop.runtime import bootstrap
 
-    _bootstrap.run()  # acts only if a FASTLOOP* activation variable is set
+    bootstrap.run()  # acts only if a FASTLOOP* activation variable is set
 except Exception as exc:  # start-up must go on
     print(f"fastloop: not activated: {exc!r}", file=sys.stderr)
 _chain()

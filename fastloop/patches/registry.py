@@ -1,20 +1,20 @@
-"""Patch records and the only code that swaps attributes on foreign modules.
+"""The registry: the only code that applies patches, and the owner of every undo.
 
-Each patch is a plain record: which module arms it, a ``check()`` that
-feature-detects the exact internals it replaces, and an ``apply()`` that
-*describes* the swaps (owner, attribute, replacement) without performing
-them.  The registry performs every swap, keeps the originals, and restores
-them by identity, so a patch can never half-apply and ``uninstall()`` hands
-back the very function objects that were there before.
+Each patch is a plain record (``fastloop.patches.Patch``): which module arms
+it, a ``check()`` that feature-detects the exact internals it replaces, and
+an ``apply()`` that *lists* its changes (``fastloop.patches.changes``)
+without making them.  The registry makes them in order, keeps them, and
+undoes them in reverse order, so a patch can never half-apply and
+``uninstall()`` leaves no trace on classes or on objects: the very function
+objects that were there before are back, and every attribute a patch hung
+on a loop, selector, stream or IOLoop is gone.
 
 Patches whose target module is not imported yet are armed with a
-post-import hook, so ``install()`` before ``import tornado`` works: one
-finder at the front of ``sys.meta_path`` that, for a target module only,
-runs the requested patches right after the module's code
-(``_importhook.py``, which says why it is not wrapt's).  A patch's own
+post-import hook (``fastloop.runtime.importhook``, which says why it is not
+wrapt's), so ``install()`` before ``import tornado`` works.  A patch's own
 module is imported only when its target is (``register_lazy``): ``import
-tornado.web`` never loads the ``add_callback`` patch, whose target it
-does not import.
+tornado.web`` never loads the ``add_callback`` patch, whose target it does
+not import.
 """
 
 from __future__ import annotations
@@ -26,29 +26,26 @@ import sys
 import threading
 from collections.abc import Iterable, Iterator
 from types import ModuleType
-from typing import Any, NamedTuple
+from typing import TypeVar
 
-from fastloop._importhook import PostImportFinder
-from fastloop.patches import RECORDS, Effect, Patch, Swap
+from fastloop.patches import RECORDS, Patch
+from fastloop.patches.changes import Change
+from fastloop.runtime.importhook import PostImportFinder
 
 log = logging.getLogger("fastloop")
 
-_MISSING = object()
+C = TypeVar("C", bound=Change)
 
 
-class _Lazy(NamedTuple):
+class _Lazy:
     """A patch known by name and target, its module not imported yet."""
 
-    name: str
-    target: str
-    module: str
+    __slots__ = ("module", "name", "target")
 
-
-class _Applied(NamedTuple):
-    patch: Patch
-    swaps: list[Swap]
-    originals: list[Any]
-    effect: Effect | None = None
+    def __init__(self, name: str, target: str, module: str) -> None:
+        self.name = name
+        self.target = target
+        self.module = module
 
 
 class _State:
@@ -67,12 +64,14 @@ class _State:
         self.requested: set[str] = set()
         #: asked for by name (a decline is then a warning, not information)
         self.explicit: set[str] = set()
-        #: active now, with the originals to put back
-        self.applied: dict[str, _Applied] = {}
+        #: active now, with the changes made (undone in reverse order)
+        self.applied: dict[str, list[Change]] = {}
         #: declined, and why
         self.declined: dict[str, str] = {}
-        #: (patch, loop class) -> why the patch keeps stock behaviour there
+        #: (patch, loop class) -> why the patch keeps stock behaviour there;
+        #: its own lock, taken from patched code that may hold a change's lock
         self.loop_declines: dict[tuple[str, str], str] = {}
+        self.loop_declines_lock = threading.Lock()
 
 
 _state = _State()
@@ -169,15 +168,15 @@ def install(patches: Iterable[str] | str | None = None) -> frozenset[str]:
 
 
 def uninstall(patches: Iterable[str] | str | None = None) -> None:
-    """Restore the exact original objects (default: every installed patch)."""
+    """Undo every change of these patches (default: every installed patch)."""
     names = list(_state.patches) if patches is None else _resolve(patches)
     with _state.lock:
         for name in names:
             _state.requested.discard(name)
             _state.explicit.discard(name)
-            applied = _state.applied.pop(name, None)
-            if applied is not None:
-                _restore(applied)
+            changes = _state.applied.pop(name, None)
+            if changes is not None:
+                _undo(changes)
 
 
 def installed() -> frozenset[str]:
@@ -186,30 +185,39 @@ def installed() -> frozenset[str]:
         return frozenset(_state.applied)
 
 
-def effect_of(name: str) -> Effect | None:
-    """The live effect of an applied patch, for settings that follow it."""
+def applied_change(name: str, kind: type[C]) -> C | None:
+    """The change of this kind an applied patch made (for settings that follow it)."""
     with _state.lock:
-        applied = _state.applied.get(name)
-        return applied.effect if applied is not None else None
+        for change in _state.applied.get(name, ()):
+            if isinstance(change, kind):
+                return change
+    return None
+
+
+def check(name: str) -> str | None:
+    """What ``name``'s ``check()`` says in this process now, installed or not.
+
+    Imports the patch's target module (Tornado, asyncio); ``fastloop doctor``
+    asks this under each event loop policy it answers for.
+    """
+    target = _state.patches[name].target
+    try:
+        module = importlib.import_module(target)
+    except Exception as exc:  # any failure to import is a reason, not a crash
+        return f"cannot import {target}: {exc}"
+    return _safe_check(name, module)
 
 
 def available() -> dict[str, str | None]:
     """For each patch: None if it can apply in this process, else why not.
 
-    Imports each patch's target module (Tornado, asyncio) to look.
+    Imports each patch's target module to look.  An active patch applies by
+    definition (its check would read fastloop's replacements, not stock's).
     """
-    verdicts: dict[str, str | None] = {}
-    for name, entry in list(_state.patches.items()):
-        try:
-            module = importlib.import_module(entry.target)
-        except Exception as exc:  # any failure to import is a reason, not a crash
-            verdicts[name] = f"cannot import {entry.target}: {exc}"
-            continue
-        if name in _state.applied:
-            verdicts[name] = None
-            continue
-        verdicts[name] = _safe_check(name, module)
-    return verdicts
+    return {
+        name: None if name in _state.applied else check(name)
+        for name in list(_state.patches)
+    }
 
 
 @contextlib.contextmanager
@@ -231,6 +239,18 @@ def patched(patches: Iterable[str] | str | None = None) -> Iterator[frozenset[st
                 uninstall(added)
             _state.explicit.clear()
             _state.explicit.update(before_explicit & _state.requested)
+
+
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """Run a block with every active patch removed, then put them back."""
+    active = installed()
+    uninstall(active)
+    try:
+        yield
+    finally:
+        if active:
+            install(active)
 
 
 def _safe_check(name: str, module: ModuleType) -> str | None:
@@ -260,7 +280,7 @@ def _apply_requested(module: ModuleType) -> None:
             if reason is None:
                 patch = _record(name)
                 try:
-                    _perform(patch, patch.apply(module))
+                    _state.applied[name] = _do(patch.apply(module))
                 except Exception as exc:  # never break the host application
                     reason = f"apply failed: {exc!r}"
             if reason is not None:
@@ -270,7 +290,7 @@ def _apply_requested(module: ModuleType) -> None:
 def declined_on_loop(name: str, loop: object, reason: str) -> None:
     """A patch keeps stock behaviour on this kind of loop: say why, once per class."""
     kind = f"{type(loop).__module__}.{type(loop).__qualname__}"
-    with _state.lock:
+    with _state.loop_declines_lock:
         if (name, kind) in _state.loop_declines:
             return
         _state.loop_declines[(name, kind)] = reason
@@ -281,7 +301,7 @@ def declined_on_loop(name: str, loop: object, reason: str) -> None:
 
 def loop_declines() -> dict[tuple[str, str], str]:
     """Every (patch, loop class) declined so far, with its reason."""
-    with _state.lock:
+    with _state.loop_declines_lock:
         return dict(_state.loop_declines)
 
 
@@ -296,57 +316,24 @@ def _decline(name: str, reason: str) -> None:
     )
 
 
-def _perform(patch: Patch, swaps: list[Swap]) -> None:
-    originals = [s.owner.__dict__.get(s.attribute, _MISSING) for s in swaps]
-    done: list[Swap] = []
+def _do(changes: list[Change]) -> list[Change]:
+    """Make every change in order; on any failure undo those made, and raise."""
+    done: list[Change] = []
     try:
-        for swap in swaps:
-            setattr(swap.owner, swap.attribute, swap.replacement)
-            done.append(swap)
-        effect = patch.effect() if patch.effect is not None else None
+        for change in changes:
+            change.do()
+            done.append(change)
     except BaseException:
-        _restore(_Applied(patch, done, originals[: len(done)]))
+        _undo(done)
         raise
-    _state.applied[patch.name] = _Applied(patch, swaps, originals, effect)
+    return done
 
 
-def _restore(applied: _Applied) -> None:
-    for swap, original in reversed(
-        list(zip(applied.swaps, applied.originals, strict=True))
-    ):
-        current = swap.owner.__dict__.get(swap.attribute, _MISSING)
-        if current is not swap.replacement:
-            log.warning(
-                "fastloop: %s.%s was replaced by someone else while patched; "
-                "restoring the original anyway",
-                getattr(swap.owner, "__qualname__", swap.owner),
-                swap.attribute,
-            )
-        if original is _MISSING:
-            with contextlib.suppress(AttributeError):
-                delattr(swap.owner, swap.attribute)
-        else:
-            setattr(swap.owner, swap.attribute, original)
-    if applied.effect is not None:
-        applied.effect.undo()
-    if applied.patch.remove is not None:
-        applied.patch.remove()
+def _undo(changes: list[Change]) -> None:
+    for change in reversed(changes):
+        change.undo()
 
 
-def check(name: str) -> str | None:
-    """What ``name``'s ``check()`` says in this process now, installed or not.
-
-    Imports the patch's target module; ``fastloop doctor`` asks this under
-    each event loop policy it answers for.
-    """
-    target = _state.patches[name].target
-    try:
-        module = importlib.import_module(target)
-    except Exception as exc:  # any failure to import is a reason, not a crash
-        return f"cannot import {target}: {exc}"
-    return _safe_check(name, module)
-
-
-for _row in RECORDS:
-    register_lazy(*_row[:3], default=_row[3])
-del _row
+for _name, _target, _module, _default in RECORDS:
+    register_lazy(_name, _target, _module, default=_default)
+del _name, _target, _module, _default

@@ -9,19 +9,18 @@ ratios with distribution-free 95% intervals (``fastloop.ab``).
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 import importlib.util
-import json
-import os
-import platform
 import sys
-import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fastloop import _registry, ab
-from fastloop.cli._workloads import WORKLOADS, Runner, Workload
+from fastloop.cli._arguments import Commands, names
+
+if TYPE_CHECKING:
+    from fastloop import ab
+    from fastloop.cli._workloads import Runner, Workload
 
 QUICK_ROUNDS = 7
 FULL_ROUNDS = 21
@@ -43,6 +42,68 @@ def min_rounds(confidence: float) -> int:
     return n
 
 
+def _workload_names() -> Sequence[str]:
+    from fastloop.cli._workloads import WORKLOADS
+
+    return list(WORKLOADS)
+
+
+def _rounds(text: str) -> int:
+    """--rounds: enough rounds for the distribution-free 95% interval it prints."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number, got {text!r}"
+        ) from None
+    needed = min_rounds(0.95)
+    if value < needed:
+        raise argparse.ArgumentTypeError(
+            f"a 95% interval of the median needs at least {needed} rounds, got "
+            f"{value} (with n rounds the range of the ratios misses the median "
+            f"with probability 2/2**n, above 5% for n < {needed})"
+        )
+    return value
+
+
+def add_parser(commands: Commands) -> None:
+    bench = commands.add_parser(
+        "bench",
+        help="A/B the built-in workloads: stock against fastloop, as ratios",
+        description="Run the built-in workloads with and without fastloop, "
+        "interleaved, and print median ratios with 95% intervals.  Measured on "
+        f"a 2-core VM: {MEASURED_SECONDS['full']} s for all workloads, "
+        f"{MEASURED_SECONDS['quick']} s with --quick.",
+    )
+    bench.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
+    bench.add_argument(
+        "--only",
+        type=names("workload", _workload_names),
+        metavar="NAMES",
+        help="comma list of workloads (default: all)",
+    )
+    bench.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"{QUICK_ROUNDS} rounds per workload instead of {FULL_ROUNDS}: "
+        "about a third of the time",
+    )
+    bench.add_argument(
+        "--rounds",
+        type=_rounds,
+        help="rounds per workload (at least the fewest that bound a 95%% interval)",
+    )
+    bench.add_argument(
+        "--json", type=Path, metavar="FILE", help="write the results here"
+    )
+    bench.add_argument(
+        "--plot",
+        type=Path,
+        metavar="FILE.png",
+        help="bar chart of the ratios (needs matplotlib)",
+    )
+
+
 def _uvloop_runner() -> Runner | None:
     if importlib.util.find_spec("uvloop") is None:
         return None
@@ -55,6 +116,9 @@ def _uvloop_runner() -> Runner | None:
 def _arms(
     workload: Workload, runner: Runner, uvloop: Runner | None
 ) -> dict[str, ab.Arm]:
+    from fastloop import ab
+    from fastloop.patches import registry
+
     scale = workload.per_round
     chosen = list(workload.patches)
 
@@ -63,7 +127,7 @@ def _arms(
             return workload.run(runner, scale)
 
     def patched() -> float:
-        with _registry.patched(chosen):
+        with registry.patched(chosen):
             return workload.run(runner, scale)
 
     arms: dict[str, ab.Arm] = {"stock": stock, "patched": patched}
@@ -83,7 +147,7 @@ def _arms(
                 return workload.run(uv, scale)
 
         def patched_uvloop() -> float:
-            with _registry.patched(chosen):
+            with registry.patched(chosen):
                 return workload.run(uv, scale)
 
         arms["uvloop"] = stock_uvloop
@@ -99,6 +163,13 @@ def measure(
     progress: Callable[[str], None],
 ) -> dict[str, Any]:
     """Run the chosen workloads; JSON-able results."""
+    import asyncio
+    import os
+    import platform
+
+    from fastloop import ab
+    from fastloop.cli._workloads import WORKLOADS
+
     runner: Runner = asyncio.run
     alternative = _uvloop_runner() if loop == "asyncio" else None
     if loop == "uvloop":
@@ -260,14 +331,14 @@ def plot(results: dict[str, Any], path: Path) -> None:
     plt.close(figure)
 
 
-def run(
-    only: list[str] | None,
-    loop: str,
-    quick: bool,
-    rounds: int | None,
-    json_path: Path | None,
-    plot_path: Path | None,
-) -> int:
+def main(args: argparse.Namespace, top: argparse.ArgumentParser) -> int:
+    import json
+    import time
+
+    from fastloop.cli._workloads import WORKLOADS
+
+    only, loop, quick, rounds = args.only, args.loop, args.quick, args.rounds
+    json_path, plot_path = args.json, args.plot
     if plot_path is not None and importlib.util.find_spec("matplotlib") is None:
         print(
             "fastloop: --plot needs matplotlib: pip install 'tornado-fastloop[bench]'",
@@ -281,14 +352,14 @@ def run(
             file=sys.stderr,
         )
         return 2
-    names = only or list(WORKLOADS)
+    chosen = only or list(WORKLOADS)
     count = rounds or (QUICK_ROUNDS if quick else FULL_ROUNDS)
 
     def progress(text: str) -> None:
         print(text, end="", file=sys.stderr, flush=True)
 
     started = time.monotonic()
-    results = measure(names, loop=loop, rounds=count, progress=progress)
+    results = measure(chosen, loop=loop, rounds=count, progress=progress)
     results["seconds"] = round(time.monotonic() - started, 1)
     print(table(results))
     if json_path is not None:

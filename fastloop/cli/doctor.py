@@ -2,33 +2,57 @@
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 import contextlib
+import importlib.util
 import os
-import platform
 import sys
 from collections.abc import Iterator
-from importlib import metadata
 from typing import Any
 
-import fastloop
-from fastloop import _registry, _stats, ab, config
-from fastloop.cli import _launch
-from fastloop.observers import watchdog
+from fastloop.cli._arguments import Commands
+
+LOOPS = ("asyncio", "uvloop")
+
+
+def add_parser(commands: Commands) -> None:
+    doctor = commands.add_parser(
+        "doctor",
+        help="check this interpreter: versions, loop, .pth hook, each patch's verdict",
+    )
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    doctor.add_argument(
+        "--loop",
+        choices=LOOPS,
+        help="answer for an application that runs this loop "
+        "(default: the one this interpreter's policy makes)",
+    )
+
+
+def main(args: argparse.Namespace, top: argparse.ArgumentParser) -> int:
+    import json
+
+    if args.loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
+        print("fastloop doctor: --loop uvloop needs uvloop", file=sys.stderr)
+        return 2
+    report = diagnose(loop=args.loop)
+    print(json.dumps(report, indent=1) if args.json else render(report))
+    return 0 if report["ok"] else 1
 
 
 def _version(distribution: str) -> str | None:
+    from importlib import metadata
+
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return None
 
 
-LOOPS = ("asyncio", "uvloop")
-
-
 def current_loop() -> str:
     """The loop this interpreter's policy makes: 'uvloop' or 'asyncio'."""
+    import asyncio
+
     policy = type(asyncio.get_event_loop_policy())
     return "uvloop" if policy.__module__.startswith("uvloop") else "asyncio"
 
@@ -36,6 +60,8 @@ def current_loop() -> str:
 @contextlib.contextmanager
 def _policy(loop: str) -> Iterator[None]:
     """Answer as if the application ran ``loop``: its policy, for the block."""
+    import asyncio
+
     saved = asyncio.get_event_loop_policy()
     if loop == "uvloop":
         import uvloop
@@ -50,6 +76,8 @@ def _policy(loop: str) -> Iterator[None]:
 
 
 def _loop_kind() -> str:
+    import asyncio
+
     policy = asyncio.get_event_loop_policy()
     loop = policy.new_event_loop()
     try:
@@ -64,18 +92,20 @@ def _verdicts(loop: str) -> tuple[dict[str, str | None], dict[str, str]]:
     A patch that applies under asyncio's loop and declines under uvloop is a
     supported set-up (uvloop already does that work), not a failure.
     """
+    from fastloop.patches import registry
+
     # Patches active here are taken off for the look: check() reads the
     # stock internals, not fastloop's replacements.  Importing the targets
     # first lets patches armed by FASTLOOP apply, so that they come off too.
-    _registry.available()
-    with ab.stock():
+    registry.available()
+    with registry.suspended():
         with _policy(loop):
-            verdicts = {name: _registry.check(name) for name in _registry.known()}
+            verdicts = {name: registry.check(name) for name in registry.known()}
         by_design: dict[str, str] = {}
         if loop == "uvloop":
             with _policy("asyncio"):
                 for name, why in verdicts.items():
-                    if why is not None and _registry.check(name) is None:
+                    if why is not None and registry.check(name) is None:
                         by_design[name] = why
     return verdicts, by_design
 
@@ -84,53 +114,52 @@ def diagnose(
     environ: dict[str, str] | None = None, loop: str | None = None
 ) -> dict[str, Any]:
     """What applies here, and why not; ``loop`` answers for an app running it."""
+    import platform
+
+    import fastloop
+    from fastloop import config
+    from fastloop.cli import run
+    from fastloop.observers import watchdog
+    from fastloop.patches import registry
+
     env = dict(os.environ if environ is None else environ)
     requested, problems = config.patches_from_environ(
-        env, _registry.known(), _registry.default_set()
+        env, registry.known(), registry.default_set()
     )
     _, setting_problems = config.settings_from_environ(env)
     problems += setting_problems
-    profile_problem = config.profile_problem(env)
-    if profile_problem is not None:
-        problems.append(profile_problem)
     running = watchdog.process_watchdog()
     loop = loop or current_loop()
     verdicts, by_design = _verdicts(loop)
     with _policy(loop):
         loop_class = _loop_kind()
     wanted = (
-        list(_registry.default_set())
+        list(registry.default_set())
         if requested is None or not env.get("FASTLOOP")
         else sorted(requested)
     )
-    settings = {
-        variable: env.get(variable, "(unset)")
-        for variable in (
-            "FASTLOOP",
-            *config.SETTING_VARIABLES.values(),
-            "FASTLOOP_PROFILE",
-        )
-    }
-    settings["FASTLOOP_SLOW_WRITE_MS"] = _slow_write_line(
-        env.get("FASTLOOP_SLOW_WRITE_MS")
+    settings = {"FASTLOOP": env.get("FASTLOOP", "(unset)")}
+    settings.update(
+        (row.variable, row.doctor(env.get(row.variable))) for row in config.SETTINGS
     )
+    snapshot = fastloop.stats()
     return {
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "executable": sys.executable,
         "versions": {
             "fastloop": fastloop.__version__,
-            **{name: _version(name) for name in ("tornado", "wrapt", "uvloop")},
+            **{name: _version(name) for name in ("tornado", "uvloop")},
         },
         "loop": loop,
         "event_loop": loop_class,
-        "pth_installed": _launch.pth_active(),
-        "installed_now": sorted(_registry.installed()),
+        "pth_installed": run.pth_active(),
+        "installed_now": sorted(registry.installed()),
         "watchdog": {
-            "running_now": watchdog.WATCHDOG.snapshot().watching,
+            "running_now": snapshot.watchdog.watching,
             "threshold_ms": running.threshold_ms if running else None,
             "block_ms_setting": env.get("FASTLOOP_BLOCK_MS"),
         },
-        "gil": _stats.stats().to_dict()["gil"],
+        "gil": snapshot.to_dict()["gil"],
         "patches": verdicts,
         "off_by_design": by_design,
         "requested": wanted,
@@ -139,18 +168,6 @@ def diagnose(
         "ok": not problems
         and all(verdicts.get(name) is None or name in by_design for name in wanted),
     }
-
-
-def _slow_write_line(value: str | None) -> str:
-    # Off unless asked for: a busy machine makes any write look slow.
-    try:
-        threshold = float(config.parse_setting("slow_write_ms", value or 0))  # type: ignore[arg-type]
-    except config.SettingError:
-        return f"{value} (invalid)"
-    shown = "(unset)" if value is None else value
-    if not threshold:
-        return f"{shown}: slow-write log off (the default); every write is still timed"
-    return f"{shown}: warn about write_to_fd calls slower than {threshold:g} ms"
 
 
 def _watchdog_line(state: dict[str, Any]) -> str:

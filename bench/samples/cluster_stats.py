@@ -1,6 +1,6 @@
 """The ``cluster_stats`` sample shown in the README, from a real dask cluster.
 
-    python bench/sample_cluster_stats.py [--out bench/results/cluster_stats.txt]
+    python bench/samples/cluster_stats.py [--out bench/results/cluster_stats.txt]
 
 A LocalCluster with 2 worker processes, the scheduler and workers started
 with ``--preload fastloop.dask``'s equivalent; 2,000 tiny tasks and 500

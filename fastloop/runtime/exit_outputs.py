@@ -1,4 +1,4 @@
-"""Exit outputs (``FASTLOOP_REPORT``, ``FASTLOOP_PROFILE``) that survive SIGTERM.
+"""Exit outputs (``FASTLOOP_REPORT``, ``FASTLOOP_PROFILE``), written on SIGTERM too.
 
 Docker, systemd, Kubernetes and dask's nanny stop a process with SIGTERM,
 whose default action kills it without running ``atexit``: the report and

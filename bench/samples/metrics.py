@@ -1,6 +1,6 @@
 """The Prometheus scrape shown in the README, from a real dask worker's /metrics.
 
-    python bench/sample_metrics.py [--out bench/results/metrics.txt]
+    python bench/samples/metrics.py [--out bench/results/metrics.txt]
 
 A LocalCluster with 2 worker processes preloading ``fastloop.dask`` (which
 registers ``fastloop.prometheus``), the workers' watchdog on at 100 ms;

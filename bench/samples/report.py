@@ -1,6 +1,6 @@
 """Produce the sample ``fastloop.report()`` shown in the README, from a real run.
 
-    python bench/sample_report.py [--out bench/results/report.txt]
+    python bench/samples/report.py [--out bench/results/report.txt]
 
 A Tornado HTTP server and client in one loop (keep-alive requests with
 64 KiB bodies, and one request whose handler serialises a large document

@@ -14,12 +14,12 @@ each frame's samples and share on hover.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from xml.sax.saxutils import escape
+
+from fastloop.cli._arguments import Commands
 
 IDLE = "(idle)"
 #: Label of the one box that stands in for a frame's too-narrow children.
@@ -122,6 +122,8 @@ def colour(name: str) -> tuple[int, int, int]:
         return (179, 179, 179)
     if name == NARROW:
         return (219, 219, 219)
+    import hashlib  # here: the command line's parser must load nothing heavy
+
     digest = hashlib.blake2b(name.encode(), digest_size=3).digest()
     red = 205 + 50 * digest[0] // 255
     green = 60 + 170 * digest[1] // 255  # not below 60: black labels stay readable
@@ -148,6 +150,8 @@ def svg(
     stacks: dict[tuple[str, ...], int], title: str, min_fraction: float = 0.005
 ) -> str:
     """The flame graph as a standalone SVG document (root at the bottom)."""
+    from xml.sax.saxutils import escape
+
     boxes = _boxes(stacks, min_fraction)
     rows = max(box.depth for box in boxes) + 1
     inner = SVG_WIDTH - 2 * MARGIN
@@ -239,8 +243,14 @@ def png(
     fig.savefig(path)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_parser(commands: Commands) -> None:
     """The ``fastloop flamegraph`` options."""
+    parser = commands.add_parser(
+        "flamegraph",
+        help="draw a profile's collapsed stacks as a flame graph (SVG or PNG)",
+        description="Draw the collapsed stacks that --profile / FASTLOOP_PROFILE "
+        "wrote as a flame graph: OUT.svg needs nothing, OUT.png needs matplotlib.",
+    )
     parser.add_argument("profile", type=Path, help="collapsed-stack file")
     parser.add_argument(
         "out", type=Path, help="OUT.svg (no dependency) or OUT.png (needs matplotlib)"
@@ -257,7 +267,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace, top: argparse.ArgumentParser | None = None) -> int:
     """Write the flame graph; one line on stderr and exit 2 on a bad input."""
     suffix = args.out.suffix.lower()
     if suffix not in {".svg", ".png"}:

@@ -1,6 +1,6 @@
 """A real Tornado app with a blocking handler, run under the watchdog and the profiler.
 
-    python bench/sample_blocked_app.py [--seconds 6] [--out bench/results]
+    python bench/samples/blocked_app.py [--seconds 6] [--out bench/results]
 
 Starts ``fastloop run --block-ms 100 --profile FILE -- python inventory_app.py``
 (an unchanged Tornado app whose ``/report`` handler builds a CSV report on
@@ -29,9 +29,9 @@ import threading
 import urllib.request
 from pathlib import Path
 
-from fastloop import flamegraph
+from fastloop.cli import flamegraph
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # bench/
 
 TITLE = "Tornado inventory app under wrk: loop-thread samples, idle left out"
 

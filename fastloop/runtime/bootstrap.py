@@ -3,10 +3,9 @@
 The one module that turns settings into running things: the start-up
 sequence (``run()``, called by the ``.pth`` line and the ``sitecustomize``
 fallback when a ``FASTLOOP*`` activation variable is set), ``configure()``
-at run time, and what both set in motion: the process-wide watchdog, the
-GIL probe, the switch interval that follows its setting, and the exit
-report.  (Named for the ``.pth`` line that calls it; the README's start-up
-figure lists the modules that line imports.)
+at run time, and what a change of setting sets in motion, as each row of
+``fastloop.config.SETTINGS`` names it (``follows``: the watchdog, the GIL
+probe, the profiler, the switch interval, the exit report).
 
 ``run()`` runs inside ``site`` at interpreter start-up, before the
 application: it must not raise, must not import Tornado (patches arm
@@ -19,23 +18,22 @@ the watchdog and the profiler only when their variable is set.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-#: The variables whose presence activates fastloop at start-up.  The
-#: ``fastloop.pth`` line spells them out itself, because it must import
-#: nothing while they are unset; a test keeps it in step with this.
-ACTIVATING = ("FASTLOOP", "FASTLOOP_BLOCK_MS", "FASTLOOP_PROFILE", "FASTLOOP_REPORT")
+    from collections.abc import Iterable, Mapping
 
 _started = False
+_exit_report_armed = False
 
 
 def activated(environ: Mapping[str, str]) -> bool:
     """Whether the environment asks for fastloop at start-up."""
+    from fastloop.config import ACTIVATING
+
     return any(environ.get(variable) for variable in ACTIVATING)
 
 
@@ -49,23 +47,20 @@ def run() -> None:
         return
     _started = True
     try:
-        from fastloop import _registry, config
+        from fastloop import config
+        from fastloop.patches import registry
 
         names, problems = config.patches_from_environ(
-            os.environ, _registry.known(), _registry.default_set()
+            os.environ, registry.known(), registry.default_set()
         )
         chosen, setting_problems = config.settings_from_environ(os.environ)
         for problem in problems + setting_problems:
             print(problem, file=sys.stderr)
         for name, value in chosen.items():
             setattr(config.settings, name, value)
-        follow_settings(config.settings.block_ms is not None)
-        if os.environ.get("FASTLOOP_PROFILE"):
-            from fastloop.observers import profiler
-
-            profiler.profile_until_exit(os.environ["FASTLOOP_PROFILE"], os.environ)
+        follow(name for name, value in chosen.items() if value is not None)
         if os.environ.get("FASTLOOP") and (names is None or names):
-            _registry.install(names)
+            registry.install(names)
     except Exception as exc:  # start-up must go on whatever happens here
         print(f"fastloop: not activated: {exc!r}", file=sys.stderr)
 
@@ -80,8 +75,8 @@ def configure(**changes: object) -> None:
 
     parsed: dict[str, object] = {}
     for name, value in changes.items():
-        if name not in config.SETTING_VARIABLES:
-            valid = ", ".join(config.SETTING_VARIABLES)
+        if name not in config.BY_NAME:
+            valid = ", ".join(config.BY_NAME)
             raise ValueError(f"unknown fastloop setting {name!r}; valid: {valid}")
         try:
             parsed[name] = config.parse_setting(name, value)
@@ -91,47 +86,36 @@ def configure(**changes: object) -> None:
             ) from None
     for name, value in parsed.items():
         setattr(config.settings, name, value)
-    follow_settings("block_ms" in parsed, changed=frozenset(parsed))
+    follow(parsed)
 
 
-def follow_settings(
-    block_ms_changed: bool = True, changed: frozenset[str] = frozenset()
-) -> None:
-    """Arm the exit report, start or stop the watchdog and the GIL probe."""
-    from fastloop.config import settings
+def follow(names: Iterable[str]) -> None:
+    """Set in motion what these settings' rows say follows them, in table order."""
+    from fastloop.config import SETTINGS, settings
 
-    if settings.report is not None:
-        arm_exit_report()
-    if block_ms_changed:
-        from fastloop.observers import watchdog
-
-        watchdog.follow_setting(settings.block_ms)
-    if "gil_probe_ms" in changed or settings.gil_probe_ms is not None:
-        from fastloop.observers import gil
-
-        gil.follow_setting(settings.gil_probe_ms)
-    if "switch_interval_us" in changed:
-        from fastloop.patches import switchinterval
-
-        switchinterval.follow_setting()
+    wanted = set(names)
+    for row in SETTINGS:
+        if row.name in wanted and row.follows:
+            module, _, function = row.follows.partition(":")
+            getattr(importlib.import_module(module), function)(
+                getattr(settings, row.name)
+            )
 
 
-_exit_report_armed = [False]
-
-
-def arm_exit_report() -> None:
+def arm_exit_report(target: str | None) -> None:
     """Write the report when the interpreter exits, as ``settings.report`` says then."""
-    if not _exit_report_armed[0]:
-        _exit_report_armed[0] = True
-        from fastloop import _exit
+    global _exit_report_armed
+    if target is not None and not _exit_report_armed:
+        _exit_report_armed = True
+        from fastloop.runtime import exit_outputs
 
-        _exit.register(_exit_report)
+        exit_outputs.register(_exit_report)
 
 
 def _exit_report() -> None:
     import json
 
-    from fastloop import _report, _stats
+    import fastloop
     from fastloop.config import settings
 
     target = settings.report
@@ -139,10 +123,10 @@ def _exit_report() -> None:
         target = target.replace("{pid}", str(os.getpid()))
     try:
         if target == "stderr":
-            print(_report.report(), file=sys.stderr)
+            print(fastloop.report(), file=sys.stderr)
         elif target:
             with open(target, "w", encoding="utf-8") as handle:
-                json.dump(_stats.stats().to_dict(), handle, indent=1)
+                json.dump(fastloop.stats().to_dict(), handle, indent=1)
                 handle.write("\n")
     except Exception as exc:  # at exit, one line rather than a traceback
         print(

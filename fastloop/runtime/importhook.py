@@ -1,8 +1,10 @@
 """A post-import hook: call back right after a watched module's code ran.
 
-Ours rather than wrapt's because importing wrapt 2 costs ~15 ms at start-up
-(``python -X importtime -c "import wrapt"``: it imports importlib.metadata
-and asyncio), which every process started under ``FASTLOOP=1`` would pay.
+Ours rather than wrapt's: importing wrapt 2.5 costs 11-12 ms even after
+``import tornado.web`` (``python -X importtime -c "import tornado.web,
+wrapt"``; 10 ms of it is importlib.metadata, which ``wrapt.importer``
+imports at its top), twice the whole start-up budget of ``FASTLOOP=1``;
+fastloop no longer depends on wrapt for that reason.
 """
 
 from __future__ import annotations

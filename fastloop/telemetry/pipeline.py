@@ -1,0 +1,44 @@
+"""``stats()``, ``reset_stats()`` and ``stream_stats()``: the live counters, read.
+
+Sources count from start-up; ``reset_stats()`` records a baseline reading
+instead of swapping objects, so patched code can bind counters once, and
+starts the maxima from zero.  A snapshot is each source's reading less its
+baseline, kind by kind (``Section.since``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from fastloop.telemetry import live
+from fastloop.telemetry.fields import Section
+from fastloop.telemetry.schema import Snapshot, StreamStats
+
+_lock = threading.Lock()
+_baselines: dict[str, Section] = {
+    name: source.section() for name, source in live.SOURCES.items()
+}
+
+
+def snapshot(installed: Iterable[str]) -> Snapshot:
+    """An immutable snapshot of every figure, with the patches active now."""
+    with _lock:
+        parts = {
+            name: source.read().since(_baselines[name])
+            for name, source in live.SOURCES.items()
+        }
+    return Snapshot(**parts, installed=tuple(sorted(installed)))
+
+
+def reset_stats() -> None:
+    """Start every figure from zero (the maxima too); a stream's own stay whole."""
+    with _lock:
+        for name, source in live.SOURCES.items():
+            _baselines[name] = source.read()
+            source.reset_maxima()
+
+
+def stream_stats(stream: object) -> StreamStats:
+    """The write figures of one IOStream (zeros if it never wrote while patched)."""
+    return live.WRITE_TO_FD.of(stream, StreamStats)
