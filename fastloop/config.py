@@ -203,6 +203,40 @@ def _slow_write_line(value: str | None) -> str:
     return f"{shown}: warn about write_to_fd calls slower than {threshold:g} ms"
 
 
+#: ``FASTLOOP_SWITCH_INTERVAL_US=auto``: adaptive (the default).
+AUTO = "auto"
+
+
+def _interval(value: object) -> float | str:
+    if isinstance(value, str) and value.strip().lower() == AUTO:
+        return AUTO
+    number = finite_number(value, positive=True)
+    if number is None:
+        raise SettingError("auto, or a number > 0 (microseconds)")
+    return number
+
+
+def _budget(value: object) -> float:
+    number = finite_number(value, positive=False)
+    if number is None or number > 0.5:
+        raise SettingError("a share of compute throughput from 0 to 0.5 (0.05 is 5%)")
+    return number
+
+
+def _interval_line(value: str | None) -> str:
+    try:
+        parsed = _interval(value or AUTO)
+    except SettingError:
+        return f"{value} (invalid)"
+    shown = "(unset)" if value is None else value
+    if parsed == AUTO:
+        return (
+            f"{shown}: auto, CPython's interval until threads wait for the GIL, "
+            "then shorter within FASTLOOP_SWITCH_BUDGET"
+        )
+    return f"{shown}: a fixed interval of {parsed:g} us while switchinterval is on"
+
+
 # --- the table ---------------------------------------------------------------
 
 
@@ -329,14 +363,24 @@ SETTINGS: tuple[Setting, ...] = (
         "a number >= 0 (microseconds)",
         default=0.0,
     ),
-    #: switchinterval: the interpreter switch interval set while installed.
+    #: switchinterval: adaptive (auto), or a fixed interval while installed.
     Setting(
         "switch_interval_us",
         "FASTLOOP_SWITCH_INTERVAL_US",
-        _number(True, "a number > 0 (microseconds)"),
-        "a number > 0 (microseconds)",
-        default=200.0,
+        _interval,
+        "auto, or a number > 0 (microseconds)",
+        default=AUTO,
+        doctor=_interval_line,
         follows="fastloop.patches.switchinterval:follow_setting",
+    ),
+    #: switchinterval, auto: the share of compute throughput its hand-overs
+    #: may cost (bench/gil_*.py; the README's "The GIL" says why 5%).
+    Setting(
+        "switch_budget",
+        "FASTLOOP_SWITCH_BUDGET",
+        _budget,
+        "a share of compute throughput from 0 to 0.5 (0.05 is 5%)",
+        default=0.05,
     ),
     Setting(
         "gil_probe_ms",

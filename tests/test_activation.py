@@ -24,7 +24,7 @@ PROBE = (
     "import tornado.platform.asyncio, tornado.iostream, fastloop; "
     "print(sorted(fastloop.installed()))"
 )
-ALL = "['add_callback', 'wakeup', 'write_to_fd']"
+ALL = "['add_callback', 'switchinterval', 'wakeup', 'write_to_fd']"
 
 
 @pytest.fixture(scope="module")

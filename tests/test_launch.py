@@ -58,8 +58,8 @@ def test_run_patches_the_child_and_its_grandchild(tmp_path):
     result = fastloop_run("--slow-write-ms", "7", "--", sys.executable, str(script))
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        "child ['add_callback', 'wakeup', 'write_to_fd'] 7.0",
-        "grandchild ['add_callback', 'wakeup', 'write_to_fd']",
+        "child ['add_callback', 'switchinterval', 'wakeup', 'write_to_fd'] 7.0",
+        "grandchild ['add_callback', 'switchinterval', 'wakeup', 'write_to_fd']",
     ]
 
 
@@ -137,7 +137,8 @@ def test_sitecustomize_fallback_when_installed_with_target(tmp_path):
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "['add_callback', 'wakeup', 'write_to_fd'] yes"
+    default = "['add_callback', 'switchinterval', 'wakeup', 'write_to_fd']"
+    assert result.stdout.strip() == f"{default} yes"
 
 
 def test_doctor_reports_ok_and_exit_0(capsys, monkeypatch):
@@ -209,7 +210,12 @@ def test_doctor_answers_for_asyncio_with_patches_already_active(capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["patches"] == dict.fromkeys(registry.known())
     assert report["off_by_design"] == {}
-    assert fastloop.installed() == {"add_callback", "wakeup", "write_to_fd"}
+    assert fastloop.installed() == {
+        "add_callback",
+        "switchinterval",
+        "wakeup",
+        "write_to_fd",
+    }
 
 
 def test_doctor_flags_output_paths_that_cannot_be_written(

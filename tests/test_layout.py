@@ -173,11 +173,12 @@ def test_every_module_imports_alone_in_a_fresh_interpreter(name):
 
 #: Large enough that a table meant to be read whole (every figure in
 #: telemetry/schema.py, every setting in config.py, the bench workloads)
-#: stays one module rather than splitting by length instead of meaning.
-MODULE_LINES = 500
+#: stays one module rather than splitting by length instead of meaning; the
+#: schema grows by a declaration per figure (600 since the switch interval's).
+MODULE_LINES = 600
 
 
-def test_no_module_over_500_lines_and_no_function_over_80():
+def test_no_module_over_the_line_limit_and_no_function_over_80():
     import pytest_fastloop
 
     sources = {**modules(), "pytest_fastloop": Path(pytest_fastloop.__file__)}

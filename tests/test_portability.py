@@ -69,7 +69,7 @@ def test_import_and_activation_without_register_at_fork():
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert result.stdout.splitlines() == [
-        "['add_callback', 'wakeup', 'write_to_fd'] [0, 1, 2]",
+        "['add_callback', 'switchinterval', 'wakeup', 'write_to_fd'] [0, 1, 2]",
         "4",
     ]
 

@@ -20,7 +20,7 @@ import fastloop
 from fastloop import prometheus
 from fastloop.telemetry import prometheus as collector
 from fastloop.telemetry.histogram import Buckets
-from fastloop.telemetry.schema import Snapshot
+from fastloop.telemetry.schema import INTERVALS_US, Snapshot
 from tests_support import declared_metrics
 
 
@@ -158,8 +158,18 @@ def test_names_units_and_help_follow_prometheus_conventions():
         "fastloop_loop_lag_seconds",
         "fastloop_gil_wait_at_poll_seconds",
         "fastloop_gil_wait_probe_seconds",
+        "fastloop_switch_interval_wakeup_wait_seconds",
     }
     assert {n for n, f in found.items() if f.type == "histogram"} == expected
+
+
+def test_the_time_at_each_switch_interval_is_one_labelled_counter():
+    registry = CollectorRegistry()
+    prometheus.register(registry)
+    family = families(registry)["fastloop_switch_interval_seconds"]
+    assert family.type == "counter"
+    labels = [s.labels["interval_us"] for s in family.samples]
+    assert labels == [*map(str, INTERVALS_US), "found"]
 
 
 def test_register_is_idempotent_and_defaults_to_the_global_registry():
@@ -195,6 +205,11 @@ def test_without_prometheus_client_the_dask_preload_logs_one_line_and_goes_on(
     # The preload speaks on dask's own logger, the one dask's logs show.
     with caplog.at_level(logging.INFO, logger="distributed.preloading"):
         dask_setup(object())
-    assert fastloop.installed() == {"add_callback", "wakeup", "write_to_fd"}
+    assert fastloop.installed() == {
+        "add_callback",
+        "switchinterval",
+        "wakeup",
+        "write_to_fd",
+    }
     [line] = [r.getMessage() for r in caplog.records if "Prometheus" in r.getMessage()]
     assert "tornado-fastloop[prometheus]" in line

@@ -90,14 +90,16 @@ def test_option_alone_installs_the_default_set_and_keeps_a_prior_state(
 
         def test_default_set():
             assert fastloop.installed() == {
-                "add_callback", "wakeup", "write_to_fd"
+                "add_callback", "switchinterval", "wakeup", "write_to_fd"
             }
             assert os.environ["FASTLOOP"] == "1"
         """
     )
     result = pytester.runpytest("--fastloop")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["fastloop: add_callback, wakeup, write_to_fd *"])
+    result.stdout.fnmatch_lines(
+        ["fastloop: add_callback, switchinterval, wakeup, write_to_fd *"]
+    )
     assert fastloop.installed() == {"wakeup"}
     assert os.environ["FASTLOOP"] == "wakeup"
 

@@ -17,7 +17,7 @@ import fastloop
 from fastloop.patches import Patch, registry
 from fastloop.patches.changes import Swap
 
-DEFAULT = frozenset({"add_callback", "wakeup", "write_to_fd"})
+DEFAULT = frozenset({"add_callback", "switchinterval", "wakeup", "write_to_fd"})
 STOCK_ADD_CALLBACK = tornado_asyncio.BaseAsyncIOLoop.__dict__["add_callback"]
 
 
@@ -229,8 +229,8 @@ def test_install_before_tornado_is_imported_applies_on_import():
     assert result.returncode == 0, result.stderr
     # Every patch waits for its target module, and so does its own module.
     assert result.stdout.splitlines() == [
-        "['add_callback', 'wakeup', 'write_to_fd'] [] []",
-        "['add_callback', 'wakeup', 'write_to_fd'] True",
+        "['add_callback', 'switchinterval', 'wakeup', 'write_to_fd'] [] []",
+        "['add_callback', 'switchinterval', 'wakeup', 'write_to_fd'] True",
     ]
 
 

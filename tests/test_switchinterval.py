@@ -1,14 +1,29 @@
-"""The ``switchinterval`` patch: set on install, restored on uninstall, never fought."""
+"""The ``switchinterval`` patch: auto by default, fixed on request, never fought.
+
+The decisions of auto mode are tested apart, with made-up samples
+(``test_switch_policy.py``); here, the patch around them: what it sets and
+restores, when its controller thread runs, and that it stops for good when
+the application sets its own interval.  Waits below are for a condition,
+with a generous deadline, never for a time.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
 import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
 
 import pytest
+from tornado.ioloop import IOLoop
 
 import fastloop
 from fastloop import config
-from fastloop.patches import switchinterval
+from fastloop.patches import registry, switchinterval
+from fastloop.patches.switchinterval import SwitchInterval
 
 DEFAULT_S = switchinterval.CPYTHON_DEFAULT_S
 
@@ -23,25 +38,93 @@ def cpython_default():
     sys.setswitchinterval(DEFAULT_S)
 
 
-def test_opt_in_only():
-    assert "switchinterval" not in fastloop.install()
+def controller() -> switchinterval.Controller | None:
+    change = registry.applied_change("switchinterval", SwitchInterval)
+    return change.controller if change is not None else None
+
+
+def until(condition: Callable[[], object], what: str, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {seconds:g} s: {what}")
+        time.sleep(0.01)
+
+
+@contextlib.contextmanager
+def spinning(threads: int = 1) -> Iterator[None]:
+    """Threads that run pure Python until the block ends."""
+    stop = [False]
+
+    def spin() -> None:
+        while not stop[0]:
+            pass
+
+    pool = [threading.Thread(target=spin, daemon=True) for _ in range(threads)]
+    for thread in pool:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop[0] = True
+        for thread in pool:
+            thread.join()
+
+
+def run_loop_until(condition: Callable[[], object], what: str) -> None:
+    """Run an IOLoop (auto mode serves running loops) until ``condition``."""
+
+    async def main() -> None:
+        IOLoop.current()
+        deadline = time.monotonic() + 60
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not within 60 s: {what}")
+            await asyncio.sleep(0.005)
+
+    asyncio.run(main())
+
+
+def test_in_the_default_set_and_auto_by_default():
+    assert config.settings.switch_interval_us == config.AUTO
+    assert "switchinterval" in fastloop.install()
+    snapshot = fastloop.stats().switchinterval
+    assert snapshot.auto and not snapshot.engaged
+    # Nothing waits: the interval is CPython's.
     assert sys.getswitchinterval() == DEFAULT_S
 
 
-def test_install_sets_and_uninstall_restores():
+def test_fixed_interval_sets_and_uninstall_restores():
+    fastloop.configure(switch_interval_us=200)
     assert fastloop.install(["switchinterval"]) == {"switchinterval"}
-    assert sys.getswitchinterval() == pytest.approx(
-        config.settings.switch_interval_us / 1e6
-    )
+    assert sys.getswitchinterval() == pytest.approx(0.0002)
+    assert not fastloop.stats().switchinterval.auto
+    assert controller() is None
     fastloop.uninstall(["switchinterval"])
     assert sys.getswitchinterval() == DEFAULT_S
 
 
+def test_configure_switches_between_fixed_and_auto_while_installed():
+    fastloop.install(["switchinterval"])
+    fastloop.configure(switch_interval_us=250)
+    assert sys.getswitchinterval() == pytest.approx(0.00025)
+    assert controller() is None
+    fastloop.configure(switch_interval_us="auto")
+    assert sys.getswitchinterval() == DEFAULT_S  # auto starts from the found one
+    assert controller() is not None
+    fastloop.uninstall()
+    assert sys.getswitchinterval() == DEFAULT_S
+
+
 def test_an_application_value_set_after_install_is_kept():
+    fastloop.configure(switch_interval_us=200)
     fastloop.install(["switchinterval"])
     sys.setswitchinterval(0.002)
     fastloop.configure(switch_interval_us=100)  # does not fight it either
     assert sys.getswitchinterval() == pytest.approx(0.002)
+    fastloop.configure(switch_interval_us="auto")
+    assert sys.getswitchinterval() == pytest.approx(0.002)
+    assert fastloop.stats().switchinterval.overridden
     fastloop.uninstall()
     assert sys.getswitchinterval() == pytest.approx(0.002)
 
@@ -56,15 +139,93 @@ def test_an_application_value_set_before_install_declines(caplog):
     assert "switchinterval" in caplog.records[0].getMessage()
 
 
-def test_configure_applies_while_installed():
-    fastloop.install(["switchinterval"])
-    fastloop.configure(switch_interval_us=250)
-    assert sys.getswitchinterval() == pytest.approx(0.00025)
-    fastloop.uninstall()
+def test_a_free_threaded_build_declines(monkeypatch):
+    monkeypatch.setattr(sys, "_is_gil_enabled", lambda: False, raising=False)
+    reason = fastloop.available()["switchinterval"] or ""
+    assert "no GIL in this build" in reason
+    assert "switchinterval" not in fastloop.install()
     assert sys.getswitchinterval() == DEFAULT_S
 
 
+def test_the_controller_starts_with_another_thread_and_is_not_one_of_threadings():
+    fastloop.install(["switchinterval"])
+    ours = controller()
+    assert ours is not None
+    threads = threading.active_count()
+    with spinning():
+        until(lambda: ours.running, "the controller runs beside a second thread")
+        # The spinner only: applications' thread-leak checks never see it.
+        assert threading.active_count() == threads + 1
+    fastloop.uninstall()
+    assert not ours.running  # uninstall ends it
+
+
+def test_threading_thread_start_is_stock_again_after_uninstall():
+    stock = threading.Thread.start
+    fastloop.install(["switchinterval"])
+    assert threading.Thread.start is not stock
+    assert threading.Thread.start.__wrapped__ is stock  # type: ignore[attr-defined]
+    fastloop.uninstall()
+    assert threading.Thread.start is stock
+
+
+def test_waits_beside_a_compute_thread_shorten_it_and_it_lets_go_after():
+    fastloop.install(["switchinterval"])
+    with spinning():
+        run_loop_until(
+            lambda: fastloop.stats().switchinterval.engaged,
+            "auto mode engages beside a pure-Python thread",
+        )
+        shortened = sys.getswitchinterval()
+        snapshot = fastloop.stats().switchinterval
+        assert shortened < DEFAULT_S
+        assert snapshot.engagements >= 1
+        assert snapshot.interval_us == pytest.approx(shortened * 1e6)
+    run_loop_until(
+        lambda: not fastloop.stats().switchinterval.engaged,
+        "auto mode lets go once the thread ended",
+    )
+    assert sys.getswitchinterval() == DEFAULT_S
+    text = fastloop.report()
+    assert "auto, 5000 us now, the interval it found" in text
+
+
+def test_auto_mode_stops_for_good_when_the_application_sets_its_own():
+    fastloop.install(["switchinterval"])
+    with spinning():
+        run_loop_until(
+            lambda: fastloop.stats().switchinterval.engaged, "auto mode engages"
+        )
+        sys.setswitchinterval(0.003)
+        until(lambda: not controller().running, "the controller stops")
+        assert fastloop.stats().switchinterval.overridden
+        assert "set by the application: auto mode stopped" in fastloop.report()
+        assert sys.getswitchinterval() == pytest.approx(0.003)
+    fastloop.uninstall()
+    assert sys.getswitchinterval() == pytest.approx(0.003)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_starts_from_the_interval_found():
+    fastloop.install(["switchinterval"])
+    with spinning():
+        run_loop_until(
+            lambda: fastloop.stats().switchinterval.engaged, "auto mode engages"
+        )
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: no controller runs, the interval is the found one
+            ok = sys.getswitchinterval() == DEFAULT_S and not controller().running
+            os.write(write, b"1" if ok else b"0")
+            os._exit(0)
+        os.close(write)
+        assert os.read(read, 1) == b"1"
+        os.close(read)
+        os.waitpid(pid, 0)
+
+
 def test_patched_restores_the_prior_interval():
+    fastloop.configure(switch_interval_us=200)
     with fastloop.patched(["switchinterval"]):
         assert sys.getswitchinterval() < DEFAULT_S
     assert sys.getswitchinterval() == DEFAULT_S
@@ -79,3 +240,10 @@ def test_bad_values_are_refused(bad):
     )
     assert chosen == {}
     assert "FASTLOOP_SWITCH_INTERVAL_US" in str(problems[0])
+
+
+@pytest.mark.parametrize("bad", ["-0.1", "0.9", "lots"])
+def test_bad_budgets_are_refused(bad):
+    with pytest.raises(ValueError, match="switch_budget"):
+        fastloop.configure(switch_budget=bad)
+    assert config.settings_from_environ({"FASTLOOP_SWITCH_BUDGET": bad})[0] == {}

@@ -117,7 +117,8 @@ class Records(logging.Handler):
 
 
 def declared_metrics(section: Any) -> list[str]:
-    """The Prometheus metric names a schema section (and its parts) declares."""
+    """The Prometheus metric names a schema section (and its parts) declares,
+    each once (the series of a labelled metric share its name)."""
     from fastloop.telemetry.fields import Part
 
     names: list[str] = []
@@ -126,4 +127,4 @@ def declared_metrics(section: Any) -> list[str]:
             names += declared_metrics(field.section)
         elif isinstance(field.metric, str):
             names.append(field.metric)
-    return names
+    return list(dict.fromkeys(names))

@@ -160,6 +160,8 @@ def diagnose(
             "block_ms_setting": env.get("FASTLOOP_BLOCK_MS"),
         },
         "gil": snapshot.to_dict()["gil"],
+        "switchinterval": snapshot.to_dict()["switchinterval"],
+        "switch_interval_now_us": sys.getswitchinterval() * 1e6,
         "patches": verdicts,
         "off_by_design": by_design,
         "requested": wanted,
@@ -178,6 +180,18 @@ def _watchdog_line(state: dict[str, Any]) -> str:
     if state["block_ms_setting"]:
         return "off here; FASTLOOP_BLOCK_MS starts it in each new process"
     return "off: set FASTLOOP_BLOCK_MS=N to log stacks of loops blocked > N ms"
+
+
+def _switch_line(report: dict[str, Any]) -> str:
+    from fastloop.telemetry.schema import SwitchIntervalStats
+
+    if "switchinterval" in report["installed_now"]:
+        stats = SwitchIntervalStats.from_dict(report["switchinterval"])
+        return str(SwitchIntervalStats.interval.show(stats))
+    return (
+        f"{report['switch_interval_now_us']:g} us now; switchinterval is not active "
+        "in this process (FASTLOOP=1 makes it auto)"
+    )
 
 
 def render(report: dict[str, Any]) -> str:
@@ -201,6 +215,7 @@ def render(report: dict[str, Any]) -> str:
             or "no contention measured in this process (an application's "
             "report() says it for its own threads)"
         ),
+        f"switch        {_switch_line(report)}",
         "patches",
     ]
     for name, why in report["patches"].items():

@@ -25,7 +25,7 @@ RECORDS = (
     ("wakeup", "asyncio.selector_events", f"{__name__}.wakeup", True),
     ("write_to_fd", "tornado.iostream", f"{__name__}.write_to_fd", True),
     ("poll", "asyncio.selector_events", f"{__name__}.poll", False),
-    ("switchinterval", "sys", f"{__name__}.switchinterval", False),
+    ("switchinterval", "tornado.ioloop", f"{__name__}.switchinterval", True),
 )
 
 

@@ -1,30 +1,47 @@
-"""A shorter interpreter switch interval while installed.
+"""The interpreter switch interval: adaptive by default, or a fixed value.
 
-A thread that wants the GIL waits until the holder drops it, and a thread
-running pure Python drops it only when the switch interval (5 ms by
-default) has passed since the waiter asked.  The loop thread asks after
-every syscall (poll, ``send``, the self-pipe read), so beside one busy task
-thread each of those costs up to 5 ms: dask's "1 ms actor calls take 5 ms".
-A shorter interval bounds that wait; the price is more GIL hand-overs
-between compute threads, measured in the README's switch-interval table.
+A thread that wants the GIL while another runs Python waits up to the
+switch interval (CPython's 5 ms) for it, and a loop thread asks after
+every syscall: beside threads that compute in Python, a Tornado server's
+requests and a dask worker's 1 ms actor calls take several intervals each
+(bpo-7946, dask/distributed#6325).  ``FASTLOOP_SWITCH_INTERVAL_US=auto``,
+the default, keeps CPython's interval while no thread waits, and shortens
+it only while waits are measured and by no more than the hand-overs it adds
+between compute threads allow (``FASTLOOP_SWITCH_BUDGET``):
+``_switch_policy`` argues the decisions, ``_switch_controller`` is the
+thread that samples and applies them.  A number holds that interval
+instead, as ``sys.setswitchinterval`` would.
 
-Rules: the value found at install is put back at uninstall, only if the
-interval is still the one we set (an application that set its own after
-us keeps it); a process whose interval is not CPython's default when we
-install has chosen its own, and the patch declines rather than override
-it.  ``configure(switch_interval_us=...)`` applies at once while the
-interval is still ours.
+Rules, in both modes: the interval found at install is put back at
+uninstall, but only if it is still the one fastloop set (an application
+that sets its own keeps it, and auto mode stops for good the moment it
+sees one); a process whose interval is not CPython's default when we
+install has chosen its own, and the patch declines.  ``configure()`` of
+either setting applies at once.  A free-threaded build has no GIL, hence
+no interval to manage: the patch declines there.
+
+Auto mode's thread starts with the process's second Python thread (the
+``threading.Thread.start`` hook below), since a process of one thread has
+nobody to wait for the GIL; a forked child starts with no controller and
+with the interval found, and gets a controller with its next thread.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
+import threading
+import time
 from types import ModuleType
+from typing import Any
 
-from fastloop.config import settings
+from fastloop.config import AUTO, settings
 from fastloop.patches import Patch, registry
-from fastloop.patches.changes import Change
+from fastloop.patches._switch_controller import Controller
+from fastloop.patches.changes import Change, Swap
+from fastloop.runtime import fork
+from fastloop.telemetry import live
 
 log = logging.getLogger("fastloop")
 
@@ -32,39 +49,97 @@ log = logging.getLogger("fastloop")
 CPYTHON_DEFAULT_S = 0.005
 
 
+def gil_enabled() -> bool:
+    """False on a free-threaded build running without its GIL (3.13t and later)."""
+    is_enabled = getattr(sys, "_is_gil_enabled", None)
+    return True if is_enabled is None else bool(is_enabled())
+
+
 def check(module: ModuleType) -> str | None:
-    if not callable(getattr(module, "setswitchinterval", None)):
+    """``module`` is ``tornado.ioloop``: the loops the interval serves are
+    Tornado's, so the patch applies when they can exist (and an interval the
+    application set before importing Tornado is its own choice)."""
+    if not callable(getattr(sys, "setswitchinterval", None)):
         return "sys.setswitchinterval is missing"
-    found = module.getswitchinterval()
+    if not gil_enabled():
+        return "no GIL in this build (free-threaded): no switch interval to manage"
+    found = sys.getswitchinterval()
     if abs(found - CPYTHON_DEFAULT_S) > 1e-9:
         return (
             f"the switch interval is {found * 1e6:g} us, not CPython's default "
             f"{CPYTHON_DEFAULT_S * 1e6:g} us: the application chose it, left alone"
         )
+    if settings.switch_interval_us == AUTO and not auto_supported():
+        return (
+            "auto mode reads other threads' CPU clocks "
+            "(time.pthread_getcpuclockid), which this platform lacks"
+        )
     return None
 
 
-class ShorterInterval(Change):
-    """The interval we set, and the one we found: a process setting, undone."""
+def auto_supported() -> bool:
+    return callable(getattr(time, "pthread_getcpuclockid", None))
 
-    __slots__ = ("found", "ours")
+
+class SwitchInterval(Change):
+    """The interval fastloop holds, and the one it found (put back at undo)."""
+
+    __slots__ = ("__weakref__", "controller", "found", "ours", "overridden")
 
     def __init__(self) -> None:
         self.found = self.ours = 0.0
+        self.overridden = False
+        self.controller: Controller | None = None
 
     def do(self) -> None:
         self.found = self.ours = sys.getswitchinterval()
-        self.follow()
+        fork.in_child(self.after_fork)
+        live.SWITCHINTERVAL.set(overridden=0, engaged=0, competitors=0, cost=0)
+        self.follow(settings.switch_interval_us)
 
-    def follow(self) -> None:
-        """Set ``settings.switch_interval_us``, unless someone changed ours."""
-        if sys.getswitchinterval() != self.ours:
-            log.info("fastloop: the switch interval was changed by someone else: kept")
-            return
-        sys.setswitchinterval(settings.switch_interval_us / 1e6)
+    def hold(self, interval_us: float) -> bool:
+        """Set the interval if it is still ours; False (for good) once it is not."""
+        if self.overridden or sys.getswitchinterval() != self.ours:
+            self.overridden = True
+            return False
+        sys.setswitchinterval(interval_us / 1e6)
         self.ours = sys.getswitchinterval()
+        return True
+
+    def follow(self, value: float | str) -> None:
+        """Hold ``value`` (``settings.switch_interval_us``): auto, or a number."""
+        if self.overridden or sys.getswitchinterval() != self.ours:
+            self.overridden = True
+            live.SWITCHINTERVAL.set(overridden=1, engaged=0)
+            log.info("fastloop: the switch interval was set by someone else: kept")
+            return
+        if value == AUTO and auto_supported():
+            if self.controller is None:  # auto starts calm, from the found interval
+                self.hold(self.found * 1e6)
+                self.controller = Controller(self.found * 1e6, self.hold)
+            live.SWITCHINTERVAL.set(auto=1, interval_us=self.found * 1e6)
+            if threading.active_count() > 1:
+                self.controller.start()
+            return
+        self._stop_controller()
+        interval = float(value) if value != AUTO else self.found * 1e6
+        self.hold(interval)
+        live.SWITCHINTERVAL.set(auto=0, engaged=0, interval_us=interval)
+
+    def thread_started(self) -> None:
+        """A Python thread started: auto mode's controller now has work."""
+        controller = self.controller
+        if controller is not None and not self.overridden:
+            controller.start()
+
+    def _stop_controller(self) -> None:
+        controller, self.controller = self.controller, None
+        if controller is not None:
+            controller.stop()
 
     def undo(self) -> None:
+        self._stop_controller()
+        live.SWITCHINTERVAL.set(auto=0, engaged=0, interval_us=0)
         if sys.getswitchinterval() == self.ours:
             sys.setswitchinterval(self.found)
         else:
@@ -73,22 +148,50 @@ class ShorterInterval(Change):
                 sys.getswitchinterval() * 1e6,
             )
 
+    def after_fork(self) -> None:
+        """In a forked child no controller runs: start from the interval found."""
+        if self.controller is not None:
+            self.controller.forget_thread()
+        live.SWITCHINTERVAL.set(engaged=0)
+        auto = settings.switch_interval_us == AUTO
+        if auto and not self.overridden and sys.getswitchinterval() == self.ours:
+            sys.setswitchinterval(self.found)
+            self.ours = sys.getswitchinterval()
+            live.SWITCHINTERVAL.set(interval_us=self.found * 1e6)
+
+
+def thread_start_hook(change: SwitchInterval) -> Swap:
+    """``threading.Thread.start``, then a word to auto mode's controller."""
+    stock_start = threading.Thread.__dict__["start"]
+
+    def start(self: threading.Thread) -> None:
+        stock_start(self)
+        try:
+            change.thread_started()
+        except Exception as exc:  # the application's thread runs regardless
+            log.warning("fastloop: auto switch interval not started: %r", exc)
+
+    functools.update_wrapper(start, stock_start)
+    return Swap(threading.Thread, "start", start)
+
 
 def apply(module: ModuleType) -> list[Change]:
-    return [ShorterInterval()]
+    change = SwitchInterval()
+    return [change, thread_start_hook(change)]
 
 
-def follow_setting(interval_us: float) -> None:
-    """``configure(switch_interval_us=...)``: apply it now if installed."""
-    change = registry.applied_change("switchinterval", ShorterInterval)
+def follow_setting(value: Any) -> None:
+    """``configure(switch_interval_us=...)``: hold it now if installed."""
+    change = registry.applied_change("switchinterval", SwitchInterval)
     if change is not None:
-        change.follow()
+        change.follow(value)
 
 
 PATCH = Patch(
     name="switchinterval",
-    target="sys",
-    summary="a shorter interpreter switch interval while installed",
+    target="tornado.ioloop",
+    summary="the switch interval: CPython's until threads wait for the GIL, "
+    "then shorter within a compute budget (or a fixed value)",
     check=check,
     apply=apply,
 )

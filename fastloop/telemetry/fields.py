@@ -171,7 +171,9 @@ class Count(Field[int]):
     ``counted_by``: the live value is not bumped, it is that histogram's
     total.  ``beyond``: the hot path bumps only what goes beyond that other
     count (a callback beyond the first of its batch, bytes offered beyond
-    those written), and the figure adds the two.
+    those written), and the figure adds the two.  ``labels``: one series of
+    a labelled metric, which the counts declared with the same metric share
+    (the time spent at each switch interval).
     """
 
     merge_rule = "sum"
@@ -182,11 +184,13 @@ class Count(Field[int]):
         *,
         counted_by: str | None = None,
         beyond: str | None = None,
+        labels: Mapping[str, str] | None = None,
         **declared: Any,
     ) -> None:
         super().__init__(help, **declared)
         self.counted_by = counted_by
         self.beyond = beyond
+        self.labels = dict(labels or {})
 
     def zero(self) -> int:
         return 0
@@ -212,6 +216,23 @@ class Maximum(Field[int]):
         return 0
 
     def merge(self, a: int, b: int) -> int:
+        return max(a, b)
+
+
+class Gauge(Field[float]):
+    """A reading now (the interval held, a cost estimate), not a total.
+
+    A value since ``reset_stats()`` is the reading now; processes merge by
+    the highest reading, the one a question about a cluster wants (the
+    highest cost anywhere, the most compute threads anywhere).
+    """
+
+    merge_rule = "maximum"
+
+    def zero(self) -> float:
+        return 0
+
+    def merge(self, a: float, b: float) -> float:
         return max(a, b)
 
 

@@ -301,6 +301,18 @@ class Recorder:
             for name, amount in added.items():
                 setattr(tally, name, getattr(tally, name) + amount)
 
+    def set(self, **readings: float) -> None:
+        """Gauges (or a flag's count) read now, under the lock."""
+        with self.lock:
+            for name, value in readings.items():
+                setattr(self.tally, name, value)
+
+    def add(self, **amounts: int) -> None:
+        """Counts added, under the lock."""
+        with self.lock:
+            for name, amount in amounts.items():
+                setattr(self.tally, name, getattr(self.tally, name) + amount)
+
     def running(self, flag: str, change: int) -> None:
         """One more (+1) or one fewer (-1) of what a flag counts."""
         with self.lock:
@@ -317,6 +329,7 @@ ADD_CALLBACK = Counts(schema.AddCallbackStats)
 WAKEUP = Counts(schema.WakeupStats)
 POLL = Counts(schema.PollStats)
 GIL = Recorder(schema.GilStats)
+SWITCHINTERVAL = Recorder(schema.SwitchIntervalStats)
 WATCHDOG = Recorder(schema.WatchdogStats)
 
 #: Snapshot part -> its source, for ``pipeline``.
@@ -326,5 +339,6 @@ SOURCES: dict[str, Counts | Streams | Recorder] = {
     "wakeup": WAKEUP,
     "poll": POLL,
     "gil": GIL,
+    "switchinterval": SWITCHINTERVAL,
     "watchdog": WATCHDOG,
 }

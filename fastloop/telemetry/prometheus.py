@@ -22,7 +22,16 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import REGISTRY, Collector, CollectorRegistry
 
-from fastloop.telemetry.fields import NS, Count, Flag, Histogram, Names, Part, Section
+from fastloop.telemetry.fields import (
+    NS,
+    Count,
+    Flag,
+    Gauge,
+    Histogram,
+    Names,
+    Part,
+    Section,
+)
 from fastloop.telemetry.schema import Snapshot
 
 #: Histogram bucket bounds: powers of two of nanoseconds, 2**10 (1.02 us) to
@@ -44,6 +53,7 @@ def cumulative_buckets(counts: Sequence[int]) -> list[tuple[str, float]]:
 
 def families(section: Section, known: Sequence[str]) -> Iterator[Metric]:
     """Every metric the schema declares in ``section`` and its parts."""
+    labelled: dict[str, CounterMetricFamily] = {}
     for field in type(section).fields:
         value: Any = getattr(section, field.name)
         if isinstance(field, Part):
@@ -52,9 +62,16 @@ def families(section: Section, known: Sequence[str]) -> Iterator[Metric]:
         if not isinstance(field.metric, str):
             continue
         scale = 1e-9 if field.unit == NS else 1.0
-        if isinstance(field, Count):
+        if isinstance(field, Count) and field.labels:
+            family = labelled.get(field.metric)
+            if family is None:  # the first series declared gives the help
+                family = labelled[field.metric] = CounterMetricFamily(
+                    field.metric, field.help, labels=list(field.labels)
+                )
+            family.add_metric(list(field.labels.values()), value * scale)
+        elif isinstance(field, Count):
             yield CounterMetricFamily(field.metric, field.help, value=value * scale)
-        elif isinstance(field, Flag):
+        elif isinstance(field, Flag | Gauge):
             yield GaugeMetricFamily(field.metric, field.help, value=float(value))
         elif isinstance(field, Histogram):
             yield HistogramMetricFamily(
@@ -70,6 +87,7 @@ def families(section: Section, known: Sequence[str]) -> Iterator[Metric]:
             yield names
         else:
             raise TypeError(f"no Prometheus family for {type(field).__name__}")
+    yield from labelled.values()
 
 
 class StatsCollector(Collector):

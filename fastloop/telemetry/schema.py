@@ -23,6 +23,7 @@ from fastloop.telemetry.fields import (
     Count,
     Derived,
     Flag,
+    Gauge,
     Heading,
     Histogram,
     Line,
@@ -285,6 +286,130 @@ class GilStats(Section):
     probe = Part(ProbeWaits)
 
 
+#: The rungs of auto mode's ladder (``patches._switch_policy.LADDER_US``),
+#: each with its time-at figure below; a test keeps the two in step.
+INTERVALS_US = (50, 100, 200, 500, 1000, 2000)
+
+
+def _time_at(interval_us: int) -> Count:
+    return Count(
+        f"Time auto mode held a {interval_us} us switch interval",
+        unit=NS,
+        label=None,
+        metric="fastloop_switch_interval_seconds",
+        labels={"interval_us": str(interval_us)},
+    )
+
+
+def _held(s: SwitchIntervalStats) -> str:
+    """Where auto mode's time went, longest first: "12.4 s at 100 us, ..."."""
+    spent = [(getattr(s, f"at_{us}us_ns"), f"{us} us") for us in INTERVALS_US]
+    spent.append((s.at_found_ns, "the interval it found"))
+    ranked = sorted(spent, reverse=True)
+    return ", ".join(f"{ns / 1e9:.1f} s at {where}" for ns, where in ranked if ns)
+
+
+def _interval_line(s: SwitchIntervalStats) -> str:
+    """The interval's one line: fixed, the application's, or what auto did and why."""
+    if not s.auto:
+        return f"{s.interval_us:g} us, fixed (FASTLOOP_SWITCH_INTERVAL_US)"
+    if s.overridden:
+        return f"{s.interval_us:g} us, set by the application: auto mode stopped"
+    if s.engaged:
+        plural = "" if s.competitors == 1 else "s"
+        now = (
+            f"{s.interval_us:g} us now: {s.competitors:g} compute thread{plural} "
+            f"beside the loops, estimated cost {s.cost:.1%} of their throughput"
+        )
+    else:
+        now = f"{s.interval_us:g} us now, the interval it found: no thread waits"
+    times = "once" if s.engagements == 1 else f"{s.engagements:,} times"
+    held = _held(s)
+    return f"auto, {now}; engaged {times}" + (f"; {held}" if held else "")
+
+
+class SwitchIntervalStats(Section):
+    """The ``switchinterval`` patch: the interval it holds, and why."""
+
+    heading = Heading("switch interval", patch="switchinterval", counted="engagements")
+    auto = Flag(
+        "1 while the switch interval is adaptive (FASTLOOP_SWITCH_INTERVAL_US=auto)",
+        label=None,
+        metric="fastloop_switch_interval_auto",
+    )
+    interval_us = Gauge(
+        "The interpreter switch interval now, in microseconds",
+        label=None,
+        metric="fastloop_switch_interval_us",
+    )
+    engaged = Flag(
+        "1 while auto mode holds a shorter interval because threads wait for the GIL",
+        label=None,
+        metric="fastloop_switch_interval_engaged",
+    )
+    engagements = Count(
+        "Times auto mode shortened the interval after seeing threads wait for the GIL",
+        label=None,
+        metric="fastloop_switch_interval_engagements",
+    )
+    competitors = Gauge(
+        "Threads beside the event loops that ran most of the last tick (auto mode)",
+        label=None,
+        metric="fastloop_switch_interval_compute_threads",
+    )
+    cost = Gauge(
+        "Auto mode's estimate of the compute throughput its interval costs now "
+        "(a share: hand-overs between compute threads)",
+        label=None,
+        metric="fastloop_switch_interval_cost_estimate",
+    )
+    overridden = Flag(
+        "1 once the application set its own interval: auto mode stopped",
+        label=None,
+        metric="fastloop_switch_interval_overridden",
+    )
+    interval = Line("interval", _interval_line)
+    at_50us_ns = _time_at(50)
+    at_100us_ns = _time_at(100)
+    at_200us_ns = _time_at(200)
+    at_500us_ns = _time_at(500)
+    at_1000us_ns = _time_at(1000)
+    at_2000us_ns = _time_at(2000)
+    at_found_ns = Count(
+        "Time auto mode held the interval it found at install (CPython's 5 ms)",
+        unit=NS,
+        label=None,
+        metric="fastloop_switch_interval_seconds",
+        labels={"interval_us": "found"},
+    )
+    wait_samples = Count(
+        "Wake-ups of auto mode's controller thread (one a tick)",
+        counted_by="waits",
+        label=None,
+        metric=IN_HISTOGRAM,
+    )
+    wait_total_ns = Count(
+        "How late those wake-ups were, added up",
+        unit=NS,
+        label=None,
+        metric=IN_HISTOGRAM,
+    )
+    wait_max_ns = Maximum("The latest wake-up of the controller thread")
+    waits = Histogram(
+        "How late auto mode's controller thread woke from each tick: the GIL wait "
+        "(and wake-up latency) any waking thread pays, a loop woken by I/O too",
+        sum="wait_total_ns",
+        maximum="wait_max_ns",
+        label="wake-up waits",
+        when="wait_samples",
+        of="ticks",
+        metric="fastloop_switch_interval_wakeup_wait_seconds",
+    )
+    wait_p50_ns = Percentile("waits", 0.50)
+    wait_p90_ns = Percentile("waits", 0.90)
+    wait_p99_ns = Percentile("waits", 0.99)
+
+
 class WatchdogStats(Section):
     """What the blocked-loop watchdogs saw (``fastloop.watch``)."""
 
@@ -389,6 +514,7 @@ class Snapshot(Section):
         in_dict_of="gil",
         line=lambda s: f"  advice: {s.advice}" if s.advice else None,
     )
+    switchinterval = Part(SwitchIntervalStats)
     watchdog = Part(WatchdogStats)
     installed = Names(
         "1 for each fastloop patch active in this process",

@@ -1,0 +1,243 @@
+"""A dask worker whose task threads compute in Python: 1 ms actor calls beside them.
+
+    python bench/gil_dask.py [--threads 0,1,2,4] [--rounds N] [--seconds S]
+                             [--rate R] [--json PATH] [--plot PATH]
+
+Needs distributed (``pip install '.[dask]'``).  One worker process of T
+task threads (at least one), each running a task that counts in pure
+Python for the whole run, plus dask's own actor thread; the client calls an
+actor method that computes for 1 ms, ``--rate`` times a second (sparse
+enough that every arm does the same request work; an arm that cannot keep
+up makes fewer calls, which the results show).  Measured: the calls' p50
+and p90 round trip, and the task threads' compute rate, paired per round
+against stock.  Arms (``_gil_arms``): stock, stock on uvloop, every fixed
+switch interval, and ``FASTLOOP=1`` (auto); the cluster is started fresh
+for every arm of every round, and the worker picks fastloop up from the
+environment, not from code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import _results
+from _gil_arms import arms, without_fastloop
+from fastloop import ab
+
+SCRIPT = r"""
+import json, sys, time
+from distributed import Client, LocalCluster
+
+class Counter:
+    def work(self):
+        end = time.perf_counter() + 0.001
+        while time.perf_counter() < end:
+            pass
+        return 1
+
+def count(seconds):
+    end = time.monotonic() + seconds
+    n = 0
+    while time.monotonic() < end:
+        n += 1
+    return n
+
+def switchinterval():
+    fastloop = sys.modules.get("fastloop")
+    if fastloop is None:
+        return {"installed": [], "switchinterval": None}
+    return {"installed": sorted(fastloop.installed()),
+            "switchinterval": fastloop.stats().switchinterval.to_dict()}
+
+if __name__ == "__main__":
+    threads, rate, seconds = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+    with LocalCluster(n_workers=1, threads_per_worker=max(threads, 1), processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        actor = client.submit(Counter, actor=True).result()
+        for _ in range(5):
+            actor.work().result()
+        counting_s = seconds + 1.5
+        tasks = [client.submit(count, counting_s, pure=False) for _ in range(threads)]
+        time.sleep(0.75)  # the tasks run, and auto mode has seen them
+        trips = []
+        start = due = time.perf_counter()
+        while (now := time.perf_counter()) < start + seconds:
+            if now < due:
+                time.sleep(due - now)
+            due += 1 / rate
+            began = time.perf_counter()
+            actor.work().result()
+            trips.append(time.perf_counter() - began)
+        counted = client.gather(tasks)
+        worker = list(client.run(switchinterval).values())[0]
+        trips.sort()
+        print(json.dumps({"p50_s": trips[len(trips) // 2],
+                          "p90_s": trips[int(len(trips) * 0.9)],
+                          "calls": len(trips), "compute_per_s": sum(counted) / counting_s,
+                          **worker}))
+"""
+
+
+def one_run(
+    env: dict[str, str], threads: int, rate: float, seconds: float
+) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(threads), str(rate), str(seconds)],
+        env={**without_fastloop(dict(os.environ)), **env},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def summarize(
+    runs: dict[str, list[dict[str, Any]]], threads: int
+) -> dict[str, dict[str, Any]]:
+    rows = {}
+    for arm, mine in runs.items():
+        row: dict[str, Any] = {
+            key: statistics.median(r[key] for r in mine)
+            for key in ("p50_s", "p90_s", "calls", "compute_per_s")
+        }
+        for key in ("p50_s", "p90_s") + (("compute_per_s",) if threads else ()):
+            row[f"{key}_vs_stock"] = ab.paired(
+                [r[key] for r in runs["stock"]],
+                [r[key] for r in mine],
+                name=f"{arm} {key}",
+                b_label=arm,
+            ).to_dict()
+        rows[arm] = row
+    if "auto" in runs:
+        for arm, row in rows.items():
+            row["dominates_auto"] = dominates(runs["auto"], runs[arm], threads > 0)
+    return rows
+
+
+def dominates(
+    auto: list[dict[str, Any]], other: list[dict[str, Any]], computing: bool
+) -> bool:
+    """Whether ``other`` is better than auto on p50 and compute at once, shown
+    by both 95% intervals of the paired ratios (a median alone is not shown)."""
+    faster = ab.paired([r["p50_s"] for r in auto], [r["p50_s"] for r in other])
+    if not faster.high < 1.0:
+        return False
+    if not computing:
+        return True
+    more = ab.paired(
+        [r["compute_per_s"] for r in auto], [r["compute_per_s"] for r in other]
+    )
+    return more.low > 1.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", default="0,1,2,4")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--rate", type=float, default=20.0)
+    parser.add_argument("--arms", help="comma list of arm names (default: all)")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--plot", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        import distributed
+    except ImportError:
+        print(
+            "bench/gil_dask.py needs distributed: pip install distributed",
+            file=sys.stderr,
+        )
+        return 2
+    import importlib.util
+
+    uvloop = (
+        {"DASK_DISTRIBUTED__ADMIN__EVENT_LOOP": "uvloop"}
+        if importlib.util.find_spec("uvloop")
+        else None
+    )
+    chosen = arms(uvloop)
+    if args.arms:
+        chosen = {name: chosen[name] for name in args.arms.split(",")}
+    scenarios = []
+    for threads in map(int, args.threads.split(",")):
+        print(
+            f"{threads} task threads: {len(chosen)} arms x {args.rounds} rounds",
+            file=sys.stderr,
+            flush=True,
+        )
+        runs = ab.interleave(
+            {
+                arm: functools.partial(one_run, env, threads, args.rate, args.seconds)
+                for arm, env in chosen.items()
+            },
+            rounds=args.rounds,
+            warmup=0,
+            progress=lambda done, total: print(
+                f"  round {done}/{total}", file=sys.stderr, flush=True
+            ),
+        )
+        for arm, arm_runs in runs.items():  # each arm ran what it says
+            wanted = (
+                "switchinterval" in chosen[arm].get("FASTLOOP", "") or arm == "auto"
+            )
+            assert all(
+                ("switchinterval" in r["installed"]) == wanted for r in arm_runs
+            ), arm
+        rows = summarize(runs, threads)
+        scenarios.append({"threads": threads, "rows": rows, "runs": runs})
+        print(
+            f"{threads} task threads computing in Python, {args.rate:g} actor calls/s:"
+        )
+        for arm, row in rows.items():
+            compute = row.get("compute_per_s_vs_stock")
+            print(
+                f"  {arm:>8}: calls {row['calls']:4.0f}  p50 {row['p50_s'] * 1e3:7.2f} ms "
+                f"({row['p50_s_vs_stock']['ratio']:.3f} [{row['p50_s_vs_stock']['low']:.3f}, "
+                f"{row['p50_s_vs_stock']['high']:.3f}])  p90 {row['p90_s'] * 1e3:7.2f} ms"
+                + (
+                    f"  compute {compute['ratio']:.3f} [{compute['low']:.3f}, {compute['high']:.3f}]"
+                    if compute
+                    else ""
+                )
+                + ("  (better than auto on both)" if row.get("dominates_auto") else "")
+            )
+    if args.json:
+        _results.save(
+            args.json,
+            "gil_dask",
+            distributed=distributed.__version__,
+            rate=args.rate,
+            seconds=args.seconds,
+            rounds=args.rounds,
+            arms=chosen,
+            scenarios=scenarios,
+        )
+    if args.plot:
+        import _frontier
+
+        _frontier.plot(
+            args.plot,
+            "dask worker: 1 ms actor calls beside Python task threads",
+            [
+                (
+                    f"{s['threads']} task thread{'s' if s['threads'] != 1 else ''}",
+                    s["rows"],
+                )
+                for s in scenarios
+                if s["threads"]
+            ],
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

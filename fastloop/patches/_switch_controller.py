@@ -1,0 +1,204 @@
+"""Auto mode's thread: it samples each tick, asks the policy, and sets the interval.
+
+One tick: sleep ``Policy.tick_ns()`` on a lock, note how late the wake-up
+came (the GIL wait any waking thread pays, a loop woken by I/O too), read
+each thread's CPU clock to count the threads beside the event loops that
+computed most of the tick, and set the interval the policy answers.  A tick
+costs ~10-30 us of one thread's time plus, under contention, one wait for
+the GIL: 50 ticks a second while engaged or watching, 10 while calm.
+
+A low-level thread (``_thread``), not a ``threading.Thread``: it must not
+show in ``threading.enumerate()``, where applications' leak checks (dask's
+``check_thread_leak``) and shutdown code that joins every thread would
+count it.  For the same reason it never calls ``threading.current_thread()``
+(neither directly nor through ``logging``, which names the thread of each
+record): that would register a dummy thread.  It runs only while the
+process has another Python thread: a process of one thread has nobody to
+wait for the GIL, and on Linux the first extra thread of any kind makes
+every fd syscall slower (``fdget`` skips the file table's reference count
+only while it is unshared: +2.3% on ``onloop-chain``, bench/observe_overhead.py).
+It ends once the process is back to one thread and the switchinterval
+patch's ``threading.Thread.start`` hook starts it again with the next one.
+
+It sets the interval only while it is still the one it set: an
+application that sets its own is never fought (``SwitchInterval.ours``).
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+import threading
+import time
+from collections.abc import Callable
+
+from fastloop.config import settings
+from fastloop.observers import _loops
+from fastloop.patches import _switch_policy as policy
+from fastloop.telemetry import live
+
+#: A thread that ran this share of a tick counts as a compute thread.
+COMPUTE_SHARE = 0.1
+#: Ticks of a process back to one thread before the controller ends.
+ALONE_TICKS = 10
+
+
+def cpus() -> int:
+    """The CPUs this process may run on (the ones the OS lets it use)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+class ThreadShares:
+    """How much of each tick every thread ran, from the threads' CPU clocks.
+
+    ``time.pthread_getcpuclockid`` gives another thread's CPU clock; reading
+    it costs ~1 us (a thread that ended is simply left out).
+    """
+
+    def __init__(self) -> None:
+        self._clocks: dict[int, int] = {}
+        self._cpu: dict[int, int] = {}
+        self._at = 0
+
+    def forget(self) -> None:
+        """The next reading starts afresh (shares need two readings)."""
+        self._cpu.clear()
+
+    def compute_threads(self, loops: set[int], now_ns: int) -> int:
+        """Threads beside ``loops`` that ran at least ``COMPUTE_SHARE`` of the
+        time since the last reading; -1 when there is no last reading."""
+        wall = now_ns - self._at
+        known = bool(self._cpu)
+        self._at = now_ns
+        busy = 0
+        seen: dict[int, int] = {}
+        for thread in threading.enumerate():
+            ident = thread.ident
+            if ident is None:
+                continue
+            try:
+                clock = self._clocks.get(ident)
+                if clock is None:
+                    clock = self._clocks[ident] = time.pthread_getcpuclockid(ident)
+                seen[ident] = cpu = time.clock_gettime_ns(clock)
+            except OSError:  # ended since enumerate()
+                continue
+            before = self._cpu.get(ident)
+            if before is not None and ident not in loops and wall > 0:
+                busy += (cpu - before) >= COMPUTE_SHARE * wall
+        for gone in set(self._clocks) - set(seen):
+            del self._clocks[gone]
+        self._cpu = seen
+        return busy if known else -1
+
+
+def loop_threads() -> set[int]:
+    """The threads running the process's Tornado loops now."""
+    found = set()
+    for loop in _loops.tornado_loops():
+        ident = _loops.running_thread(loop)
+        if ident is not None:
+            found.add(ident)
+    return found
+
+
+class Controller:
+    """The thread of auto mode; ``apply(us)`` sets the interval (False: not ours)."""
+
+    def __init__(self, found_us: float, apply: Callable[[float], bool]) -> None:
+        self.found_us = found_us
+        self._apply = apply
+        self._lock = threading.Lock()  # guards starting and stopping
+        self._stop: _thread.LockType | None = None
+        self._done: _thread.LockType | None = None
+        self.policy = policy.Policy(found_us, settings.switch_budget)
+
+    @property
+    def running(self) -> bool:
+        done = self._done
+        return done is not None and done.locked()
+
+    def start(self) -> None:
+        """Start the thread unless it runs (idempotent; from any thread)."""
+        with self._lock:
+            if self.running:
+                return
+            self._stop, self._done = _thread.allocate_lock(), _thread.allocate_lock()
+            self._stop.acquire()
+            self._done.acquire()
+            _thread.start_new_thread(self._run, (self._stop, self._done))
+
+    def stop(self) -> None:
+        """Ask the thread to end, and wait for it (at most a second)."""
+        with self._lock:
+            stop, done = self._stop, self._done
+            if stop is None or done is None or not done.locked():
+                return
+            stop.release()
+        if done.acquire(timeout=1.0):
+            done.release()
+
+    def forget_thread(self) -> None:
+        """In a forked child: no thread runs there, whatever the locks say."""
+        self._lock = threading.Lock()
+        self._stop = self._done = None
+        self.policy = policy.Policy(self.found_us, settings.switch_budget)
+
+    def _run(self, stop: _thread.LockType, done: _thread.LockType) -> None:
+        try:
+            self._ticks(stop)
+        finally:
+            done.release()
+
+    def _ticks(self, stop: _thread.LockType) -> None:
+        rules = self.policy
+        shares = ThreadShares()
+        count = cpus()
+        clock = time.perf_counter_ns
+        last = clock()
+        alone = 0
+        while True:
+            tick = rules.tick_ns()
+            began = clock()
+            if stop.acquire(timeout=tick / 1e9):
+                return
+            now = clock()
+            loops = loop_threads()
+            if rules.wants_competitors():
+                competitors = shares.compute_threads(loops, now)
+            else:
+                competitors = -1
+                shares.forget()
+            rules.budget = settings.switch_budget
+            held, engagements = rules.interval_us, rules.engagements
+            wanted = rules.step(
+                policy.Sample(now, now - began - tick, competitors, len(loops), count)
+            )
+            self._record(held, now - last, now - began - tick)
+            if rules.engagements > engagements:
+                live.SWITCHINTERVAL.add(engagements=1)
+            last = now
+            # Every tick, not only on a change: an application that set its
+            # own interval meanwhile is seen at once, and left alone.
+            if not self._apply(wanted):
+                live.SWITCHINTERVAL.set(overridden=1, engaged=0)
+                return
+            alone = alone + 1 if threading.active_count() <= 1 else 0
+            if alone >= ALONE_TICKS and not rules.engaged:
+                return
+
+    def _record(self, held_us: float, elapsed_ns: int, wait_ns: int) -> None:
+        """The tick's wait, where its time went, and the readings after it."""
+        rules = self.policy
+        rung = f"at_{held_us:g}us_ns" if held_us in policy.LADDER_US else "at_found_ns"
+        live.SWITCHINTERVAL.observe("waits", wait_ns)
+        live.SWITCHINTERVAL.add(**{rung: elapsed_ns})
+        live.SWITCHINTERVAL.set(
+            interval_us=rules.interval_us,
+            engaged=int(rules.engaged),
+            competitors=max(rules.competitors, 0),
+            cost=rules.cost,
+        )

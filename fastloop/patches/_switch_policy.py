@@ -1,0 +1,229 @@
+"""Auto mode's decisions: which switch interval to hold, from what was sampled.
+
+Pure and deterministic: ``Policy.step`` is fed one ``Sample`` per tick of the
+controller thread (``_switch_controller``) and answers the interval to
+hold.  Tests drive it with made-up samples and clocks; timing belongs in
+the benchmarks.
+
+What the interval buys.  A thread that wants the GIL while another runs
+Python waits until the holder drops it, and a holder running pure Python
+drops it only when a waiter has waited one switch interval.  A loop thread
+asks for the GIL after every syscall that released it (the selector poll,
+``send``, the self-pipe read), so beside one compute thread each of those
+costs up to the interval: CPython's 5 ms makes "1 ms actor calls take
+5 ms" (dask/distributed#6325) and the bpo-7946 convoy.  A shorter interval
+bounds each wait; nothing else in pure Python can (the loop's waits after a
+blocking poll are read when the poll returns, so only the interval in
+force then counts, and nothing can change it on the waiting thread's
+behalf).
+
+What it costs.  Hand-overs between threads that all want the GIL without
+pause: every interval a waiter forces the holder out, and the hand-over
+itself (waking the next thread, warming its caches) is compute nobody
+does.  With one compute thread the hand-overs are set by the loop's own
+requests, not by the interval (a loop that only waits is nobody to hand
+over to), so a short interval is free; with two or more compute threads
+each interval is one more forced hand-over between them.  Measured on 2
+cores (``lab``: k pure-Python threads, throughput against CPython's 5 ms,
+median of 11 interleaved 1 s rounds): while the threads fit the CPUs a
+hand-over costs ~3 us (k=2: 1.00 at 100 us, 0.97 at 50 us); beyond them
+~10 us, because the thread handed to must first get a CPU (k=3, 4, 8:
+0.90-0.92 at 100 us, 0.94-0.95 at 200 us).  Hence ``cost()``: the share of
+compute lost is the hand-over cost over the interval, zero with fewer than
+two compute threads, and ``choose()`` takes the shortest interval of the
+ladder whose cost is within the budget (``FASTLOOP_SWITCH_BUDGET``).
+
+When to act.  Nothing changes until waits say a thread is held back: the
+controller's own wake-ups, late by the GIL wait any waking thread pays (a
+loop woken by I/O pays the same), must be ``ENGAGE_WAIT_NS`` late for
+``ENGAGE_TICKS`` ticks in a row while an event loop runs beside at least
+one compute thread.  Then the interval follows the compute threads: a
+longer interval at once when more of them make hand-overs cost more, a
+shorter one only after ``SHORTEN_TICKS`` ticks that agree (a thread that
+computes on and off, dask's actor thread, should not make it flap).  It
+lets go, back to the interval it found, when no compute thread is left for
+``RELEASE_TICKS`` ticks, or when a periodic check at ``VALIDATE_US`` finds
+that nothing holds the GIL any more (threads busy in C code that releases
+it, hashing or numpy, use CPU without making anyone wait).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+#: The intervals auto mode holds, in microseconds, shortest first.
+LADDER_US = (50, 100, 200, 500, 1000, 2000)
+#: A hand-over's lost compute, in us: while the compute threads fit the
+#: CPUs, and when there are more of them than CPUs (module docstring).
+HANDOVER_US_FIT = 3.0
+HANDOVER_US_OVER = 10.0
+#: A wake-up this late, at CPython's interval, means a thread holds the GIL
+#: (an idle process wakes ~0.1 ms late here; one pure-Python thread makes
+#: it ~5.2 ms).
+ENGAGE_WAIT_NS = 1_000_000
+ENGAGE_TICKS = 3
+#: Ticks without a compute thread before letting go, and of agreement
+#: before moving to a shorter interval.
+RELEASE_TICKS = 5
+SHORTEN_TICKS = 5
+#: While engaged, this often, the waits are checked at a longer interval:
+#: for this many ticks, at least at this interval; a median wake-up less
+#: than half of it late means nothing holds the GIL any more.
+VALIDATE_EVERY_NS = 10_000_000_000
+VALIDATE_US = 1000
+VALIDATE_TICKS = 3
+#: Tick lengths: while waits are seen or the interval is held, and while calm.
+FAST_TICK_NS = 20_000_000
+CALM_TICK_NS = 100_000_000
+
+
+class Sample(NamedTuple):
+    """What the controller saw in one tick."""
+
+    now_ns: int
+    wait_ns: int
+    """How late the controller woke: wake-up latency plus its GIL wait."""
+    competitors: int
+    """Threads other than the loops' that ran most of the tick; -1 unknown."""
+    loops: int
+    """Event loops running in the process."""
+    cpus: int
+
+
+def cost(interval_us: float, competitors: int, cpus: int) -> float:
+    """The share of compute throughput hand-overs cost at this interval."""
+    if competitors < 2:
+        return 0.0
+    handover = HANDOVER_US_FIT if competitors <= cpus else HANDOVER_US_OVER
+    return handover / interval_us
+
+
+def choose(competitors: int, cpus: int, budget: float) -> float:
+    """The shortest interval of the ladder whose cost is within ``budget``."""
+    for interval in LADDER_US:
+        if cost(interval, competitors, cpus) <= budget:
+            return interval
+    return LADDER_US[-1]
+
+
+CALM, WATCHING, ENGAGED, VALIDATING = "calm", "watching", "engaged", "validating"
+
+
+class Policy:
+    """The state of auto mode between ticks; ``step`` is its only input."""
+
+    def __init__(self, found_us: float, budget: float) -> None:
+        self.found_us = found_us
+        self.budget = budget
+        self.state = CALM
+        self.interval_us = found_us
+        self.engagements = 0
+        self.competitors = 0
+        self.cpus = 1
+        #: Why the interval is what it is, for ``report()``.
+        self.why = "no thread waits for the GIL"
+        self._evidence = 0
+        self._calm = 0
+        self._agree = 0
+        self._validate_at = 0
+        self._checks: list[int] = []
+
+    @property
+    def engaged(self) -> bool:
+        return self.state in (ENGAGED, VALIDATING)
+
+    @property
+    def cost(self) -> float:
+        if not self.engaged:
+            return 0.0
+        return cost(self.interval_us, self.competitors, self.cpus)
+
+    def tick_ns(self) -> int:
+        return CALM_TICK_NS if self.state == CALM else FAST_TICK_NS
+
+    def wants_competitors(self) -> bool:
+        """Whether the next sample needs the threads' CPU shares (not when calm)."""
+        return self.state != CALM
+
+    def step(self, sample: Sample) -> float:
+        """The interval to hold from now, in microseconds."""
+        self.cpus = sample.cpus
+        if sample.competitors >= 0:
+            self.competitors = sample.competitors
+        if self.state in (CALM, WATCHING):
+            self._watch(sample)
+        elif self.state == VALIDATING:
+            self._validate(sample)
+        else:
+            self._follow(sample)
+        return self.interval_us
+
+    def _watch(self, sample: Sample) -> None:
+        if sample.wait_ns < ENGAGE_WAIT_NS:
+            self.state, self._evidence = CALM, 0
+            return
+        self.state = WATCHING
+        self._evidence += 1
+        if self._evidence < ENGAGE_TICKS:
+            return
+        if sample.loops and sample.competitors > 0:
+            self.state = ENGAGED
+            self.engagements += 1
+            self._calm = self._agree = 0
+            self._validate_at = sample.now_ns + VALIDATE_EVERY_NS
+            self.interval_us = self._target()
+        elif sample.competitors == 0 or not sample.loops:
+            # Waits, but no loop to serve or no thread to blame: nothing to gain.
+            self.why = (
+                "threads wait for the GIL, but no event loop runs"
+                if not sample.loops
+                else "threads wait for the GIL, but none computes for long"
+            )
+
+    def _target(self) -> float:
+        chosen = choose(self.competitors, self.cpus, self.budget)
+        self.why = (
+            f"{self.competitors} compute thread{'s' if self.competitors != 1 else ''} "
+            "beside the loops"
+        )
+        return chosen
+
+    def _follow(self, sample: Sample) -> None:
+        if not sample.loops or sample.competitors == 0:
+            self._calm += 1
+            if self._calm >= RELEASE_TICKS:
+                self._release(
+                    "no event loop runs" if not sample.loops else "the compute stopped"
+                )
+            return
+        self._calm = 0
+        if sample.now_ns >= self._validate_at:
+            self.state, self._checks = VALIDATING, []
+            self.interval_us = max(self.interval_us, VALIDATE_US)
+            return
+        wanted = self._target()
+        if wanted > self.interval_us:
+            self.interval_us, self._agree = wanted, 0
+        elif wanted < self.interval_us:
+            self._agree += 1
+            if self._agree >= SHORTEN_TICKS:
+                self.interval_us, self._agree = wanted, 0
+        else:
+            self._agree = 0
+
+    def _validate(self, sample: Sample) -> None:
+        self._checks.append(sample.wait_ns)
+        if len(self._checks) < VALIDATE_TICKS:
+            return
+        waits = sorted(self._checks)
+        self._validate_at = sample.now_ns + VALIDATE_EVERY_NS
+        if waits[len(waits) // 2] * 2 < self.interval_us * 1000:
+            self._release("nothing held the GIL at the last check")
+            return
+        self.state = ENGAGED
+        self.interval_us = self._target()
+
+    def _release(self, why: str) -> None:
+        self.state, self._evidence = CALM, 0
+        self.interval_us = self.found_us
+        self.why = why

@@ -1,0 +1,157 @@
+"""Auto mode's decisions, driven by made-up samples and a made-up clock.
+
+Each test feeds ``Policy.step`` the samples a situation would give the
+controller thread and asserts the intervals it chooses and when it lets go;
+how fast the real thing reacts, and what it buys, is for the benchmarks.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fastloop.patches import _switch_policy as policy
+from fastloop.patches._switch_policy import Policy, Sample
+from fastloop.telemetry.schema import INTERVALS_US
+
+MS = 1_000_000
+FOUND_US = 5000.0
+
+
+class Clock:
+    """Ticks of the length the policy asks for."""
+
+    def __init__(self, rules: Policy) -> None:
+        self.rules = rules
+        self.now = 0
+
+    def feed(
+        self, wait_ns: int, competitors: int, loops: int = 1, cpus: int = 2, ticks=1
+    ) -> float:
+        for _ in range(ticks):
+            self.now += self.rules.tick_ns()
+            known = competitors if self.rules.wants_competitors() else -1
+            held = self.rules.step(Sample(self.now, wait_ns, known, loops, cpus))
+        return held
+
+
+def engaged_with(competitors: int, cpus: int = 2, budget: float = 0.03) -> Clock:
+    rules = Policy(FOUND_US, budget)
+    clock = Clock(rules)
+    clock.feed(5 * MS, competitors, cpus=cpus, ticks=policy.ENGAGE_TICKS + 1)
+    assert rules.engaged
+    return clock
+
+
+def test_the_ladder_is_the_one_the_stats_count_time_at():
+    assert policy.LADDER_US == INTERVALS_US
+
+
+def test_nothing_changes_while_nothing_waits():
+    rules = Policy(FOUND_US, 0.03)
+    clock = Clock(rules)
+    assert clock.feed(90_000, competitors=1, ticks=100) == FOUND_US
+    assert not rules.engaged and rules.engagements == 0
+    assert rules.tick_ns() == policy.CALM_TICK_NS
+    assert not rules.wants_competitors()  # calm: no thread clocks read
+
+
+def test_waits_beside_one_compute_thread_engage_the_shortest_interval():
+    rules = Policy(FOUND_US, 0.03)
+    clock = Clock(rules)
+    assert clock.feed(5 * MS, competitors=1, ticks=policy.ENGAGE_TICKS - 1) == FOUND_US
+    assert not rules.engaged  # not on the first long waits alone
+    held = clock.feed(5 * MS, competitors=1, ticks=2)
+    assert held == policy.LADDER_US[0] and rules.engaged
+    assert rules.engagements == 1 and rules.cost == 0.0  # one thread: no hand-overs
+    assert rules.tick_ns() == policy.FAST_TICK_NS
+
+
+def test_one_short_wait_between_long_ones_restarts_the_evidence():
+    rules = Policy(FOUND_US, 0.03)
+    clock = Clock(rules)
+    for _ in range(5):
+        clock.feed(5 * MS, competitors=1, ticks=policy.ENGAGE_TICKS - 1)
+        clock.feed(100_000, competitors=1)
+    assert not rules.engaged
+
+
+@pytest.mark.parametrize(
+    ("competitors", "cpus", "budget", "interval"),
+    [
+        (2, 2, 0.03, 100),  # threads fit the CPUs: 3 us a hand-over
+        (2, 4, 0.03, 100),
+        (3, 2, 0.03, 500),  # more threads than CPUs: 10 us a hand-over
+        (4, 2, 0.03, 500),
+        (4, 2, 0.05, 200),  # a larger budget buys a shorter interval
+        (4, 2, 0.0, 2000),  # no budget: the longest rung
+        (2, 2, 0.0, 2000),
+    ],
+)
+def test_compute_threads_get_the_shortest_interval_within_the_budget(
+    competitors, cpus, budget, interval
+):
+    clock = engaged_with(competitors, cpus, budget)
+    assert clock.rules.interval_us == interval
+    expected = policy.cost(interval, competitors, cpus)
+    assert clock.rules.cost == pytest.approx(expected)
+    assert expected <= budget or interval == policy.LADDER_US[-1]
+
+
+def test_more_compute_threads_lengthen_at_once_fewer_shorten_only_when_agreed():
+    clock = engaged_with(1)
+    assert clock.feed(5 * MS, competitors=4) == 500  # at once: the cost grows
+    held = clock.feed(1 * MS, competitors=1, ticks=policy.SHORTEN_TICKS - 1)
+    assert held == 500  # a thread that computes on and off does not flap it
+    assert clock.feed(1 * MS, competitors=4) == 500
+    assert clock.feed(1 * MS, competitors=1, ticks=policy.SHORTEN_TICKS) == 50
+
+
+def test_it_lets_go_when_the_compute_stops():
+    clock = engaged_with(1)
+    held = clock.feed(100_000, competitors=0, ticks=policy.RELEASE_TICKS - 1)
+    assert held == policy.LADDER_US[0]  # a pause is not an end
+    assert clock.feed(100_000, competitors=0) == FOUND_US
+    assert not clock.rules.engaged and clock.rules.cost == 0.0
+    assert "compute stopped" in clock.rules.why
+
+
+def test_it_lets_go_when_no_loop_runs():
+    clock = engaged_with(1)
+    assert clock.feed(5 * MS, 1, loops=0, ticks=policy.RELEASE_TICKS) == FOUND_US
+    assert "no event loop" in clock.rules.why
+
+
+def test_waits_without_a_loop_or_a_compute_thread_change_nothing():
+    for loops, competitors in ((0, 1), (1, 0)):
+        rules = Policy(FOUND_US, 0.03)
+        assert Clock(rules).feed(5 * MS, competitors, loops=loops, ticks=20) == FOUND_US
+        assert not rules.engaged
+
+
+def test_the_periodic_check_keeps_it_while_the_gil_is_still_held():
+    clock = engaged_with(1)
+    ticks = policy.VALIDATE_EVERY_NS // policy.FAST_TICK_NS
+    assert clock.feed(300_000, competitors=1, ticks=ticks) == policy.VALIDATE_US
+    assert clock.rules.state == policy.VALIDATING
+    held = clock.feed(1_100_000, competitors=1, ticks=policy.VALIDATE_TICKS)
+    assert held == policy.LADDER_US[0] and clock.rules.engaged  # still contended
+
+
+def test_the_periodic_check_lets_go_when_nothing_holds_the_gil():
+    """Threads busy in C code that releases the GIL use CPU but make nobody wait."""
+    clock = engaged_with(2)
+    ticks = policy.VALIDATE_EVERY_NS // policy.FAST_TICK_NS
+    clock.feed(120_000, competitors=2, ticks=ticks)
+    assert clock.rules.state == policy.VALIDATING
+    assert clock.feed(120_000, competitors=2, ticks=policy.VALIDATE_TICKS) == FOUND_US
+    assert not clock.rules.engaged and "nothing held the GIL" in clock.rules.why
+    # ... and it engages again once waits come back.
+    clock.feed(5 * MS, competitors=1, ticks=policy.ENGAGE_TICKS + 1)
+    assert clock.rules.engaged and clock.rules.engagements == 2
+
+
+def test_the_cost_model():
+    assert policy.cost(50, 1, 2) == 0.0
+    assert policy.cost(100, 2, 2) == pytest.approx(0.03)
+    assert policy.cost(500, 4, 2) == pytest.approx(0.02)
+    assert policy.choose(0, 2, 0.03) == 50
