@@ -138,10 +138,9 @@ SCENARIOS = {
 }
 
 
-def one_run(script: str, fastloop: str | None) -> dict[str, object]:
+def one_run(script: str, fastloop: dict[str, str]) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
-    if fastloop is not None:
-        env["FASTLOOP"] = fastloop
+    env.update(fastloop)
     out = subprocess.run(
         [sys.executable, "-c", script],
         env=env,
@@ -184,9 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     for arm, rows in runs.items():
         active = [row["worker_patches"] for row in rows]
-        assert all(
-            bool(a[0]) == (ARMS[args.scenario][arm] is not None) for a in active
-        ), (arm, active)  # type: ignore[index]
+        assert all(bool(a[0]) == bool(ARMS[args.scenario][arm]) for a in active), (
+            arm,
+            active,
+        )  # type: ignore[index]
     results = [
         ab.paired(
             [r[key] for r in runs["stock"]],  # type: ignore[misc]
