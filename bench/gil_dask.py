@@ -31,6 +31,7 @@ from typing import Any
 import _results
 from _gil_arms import arms, without_fastloop
 from fastloop import ab
+from fastloop.cli.bench import min_rounds
 
 SCRIPT = r"""
 import json, sys, time
@@ -128,6 +129,8 @@ def dominates(
 ) -> bool:
     """Whether ``other`` is better than auto on p50 and compute at once, shown
     by both 95% intervals of the paired ratios (a median alone is not shown)."""
+    if len(auto) < min_rounds(0.95):  # too few rounds to show anything
+        return False
     faster = ab.paired([r["p50_s"] for r in auto], [r["p50_s"] for r in other])
     if not faster.high < 1.0:
         return False

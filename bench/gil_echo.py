@@ -46,6 +46,7 @@ from typing import Any
 import _results
 from _gil_arms import arms, without_fastloop
 from fastloop import ab
+from fastloop.cli.bench import min_rounds
 
 SERVER = r"""
 import asyncio, json, os, socket, sys, threading, time
@@ -268,6 +269,8 @@ def dominates(
 ) -> bool:
     """Whether ``other`` is better than auto on latency and compute at once, shown
     by both 95% intervals of the paired ratios (a median alone is not shown)."""
+    if len(auto) < min_rounds(0.95):  # too few rounds to show anything
+        return False
     faster = ab.paired([r[latency] for r in auto], [r[latency] for r in other])
     if not faster.high < 1.0:
         return False
