@@ -24,6 +24,8 @@ OBSERVE_START = f"<!-- observe:start {GENERATED} -->"
 OBSERVE_END = "<!-- observe:end -->"
 METRICS_START = f"<!-- metrics:start {GENERATED} -->"
 METRICS_END = "<!-- metrics:end -->"
+GIL_START = f"<!-- gil:start {GENERATED} -->"
+GIL_END = "<!-- gil:end -->"
 #: The families the README's /metrics excerpt shows, in its order.
 EXCERPT = (
     "fastloop_write_to_fd_seconds",
@@ -142,7 +144,6 @@ def render() -> str:
         "",
         *apps,
         *_poll_default_rows(),
-        *_switch_rows(),
         f"Added cost per `write_to_fd` call: {per_call['per-call']:.0f} ns, or "
         f"{per_call['per-call, write_cpu']:.0f} ns with `FASTLOOP_WRITE_CPU=1` "
         "(`bench/write_overhead.py`: median of paired differences on a stream whose `send` "
@@ -363,31 +364,11 @@ def _poll_default_rows() -> list[str]:
     ]
 
 
-def _switch_rows() -> list[str]:
-    """The switch-interval trade-off (bench/switchinterval.py), if present."""
-    if not (RESULTS / "switchinterval.json").exists():
-        return []
-    data = _load("switchinterval.json")
-    lines = [
-        f"`python bench/switchinterval.py` ({data['rounds']} rounds of "
-        f"{data['seconds']:g} s per arm, CPython {data['python']}, "
-        "`bench/results/switchinterval.json`): compute threads' throughput "
-        "(higher is better) and how late the loop's 1 ms sleeps wake (p90), "
-        "each interval against CPython's 5 ms:",
-        "",
-        "| worker threads | interval | throughput vs 5 ms [95% CI] "
-        "| loop lateness p90: 5 ms -> interval | ratio [95% CI] |",
-        "|---|--:|---|---|---|",
-    ]
-    for row in data["rows"]:
-        late = row["late_p90"]
-        lines.append(
-            f"| {row['workload']} | {row['interval_us']:g} us "
-            f"| {_interval(row['throughput'])} "
-            f"| {row['stock_late_p90_ms']:.2f} ms -> {row['late_p90_ms']:.2f} ms "
-            f"| {_interval(late)} |"
-        )
-    return [*lines, ""]
+def render_gil() -> str:
+    """The GIL section's figures: bench/gil_echo.py and bench/gil_dask.py."""
+    import _render_gil
+
+    return "\n".join([GIL_START, *_render_gil.render(RESULTS), GIL_END])
 
 
 def render_metrics() -> str:
@@ -427,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         (START, END, render),
         (OBSERVE_START, OBSERVE_END, render_observe),
         (METRICS_START, METRICS_END, render_metrics),
+        (GIL_START, GIL_END, render_gil),
     ):
         head, found, rest = updated.partition(start)
         if not found:

@@ -354,8 +354,8 @@ SETTINGS: tuple[Setting, ...] = (
         follows="fastloop.observers.watchdog:follow_setting",
     ),
     #: poll: skip zero-timeout polls younger than this after a real one (0,
-    #: the default: every poll is real, only without releasing the GIL).
-    #: Why these defaults: the README's "GIL" section, from bench/switchinterval.py.
+    #: the default: every poll is real, only without releasing the GIL; the
+    #: README's "The GIL" says why).
     Setting(
         "poll_us",
         "FASTLOOP_POLL_US",

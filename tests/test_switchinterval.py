@@ -52,7 +52,7 @@ def until(condition: Callable[[], object], what: str, seconds: float = 30.0) -> 
 
 
 @contextlib.contextmanager
-def spinning(threads: int = 1) -> Iterator[None]:
+def spinning(threads: int = 1) -> Iterator[list[threading.Thread]]:
     """Threads that run pure Python until the block ends."""
     stop = [False]
 
@@ -64,7 +64,7 @@ def spinning(threads: int = 1) -> Iterator[None]:
     for thread in pool:
         thread.start()
     try:
-        yield
+        yield pool
     finally:
         stop[0] = True
         for thread in pool:
@@ -247,3 +247,23 @@ def test_bad_budgets_are_refused(bad):
     with pytest.raises(ValueError, match="switch_budget"):
         fastloop.configure(switch_budget=bad)
     assert config.settings_from_environ({"FASTLOOP_SWITCH_BUDGET": bad})[0] == {}
+
+
+def test_thread_shares_count_threads_that_compute_and_leave_out_the_loops():
+    from fastloop.patches._switch_controller import ThreadShares
+
+    shares = ThreadShares()
+    idle = threading.Event()
+    sleeper = threading.Thread(target=idle.wait)
+    sleeper.start()
+    try:
+        with spinning() as (spinner,):
+            assert shares.compute_threads(set(), time.perf_counter_ns()) == -1
+            time.sleep(0.05)  # the spinner computes; the sleeper and we do not
+            assert shares.compute_threads(set(), time.perf_counter_ns()) == 1
+            time.sleep(0.05)
+            now = time.perf_counter_ns()
+            assert shares.compute_threads({spinner.ident}, now) == 0  # a loop's
+    finally:
+        idle.set()
+        sleeper.join()

@@ -5,8 +5,9 @@
 A Tornado HTTP server and client in one loop (keep-alive requests with
 64 KiB bodies, and one request whose handler serialises a large document
 on the loop thread), with worker threads finishing work through
-add_callback: the shape of a dask worker's traffic, small enough to run
-anywhere.  The blocked-loop watchdog runs throughout (100 ms threshold).
+add_callback, then a thread that computes in Python for a while: the
+shape of a dask worker's traffic, small enough to run anywhere.  The
+blocked-loop watchdog runs throughout (100 ms threshold).
 """
 
 from __future__ import annotations
@@ -78,6 +79,24 @@ async def main() -> None:
     await done
     for thread in threads:
         thread.join()
+
+    # A thread that computes in Python for a while, as a dask task would:
+    # auto mode shortens the switch interval beside it, and lets go after.
+    stop = [False]
+
+    def compute() -> None:
+        while not stop[0]:
+            pass
+
+    hog = threading.Thread(target=compute)
+    hog.start()
+    until = time.monotonic() + 1.5
+    while time.monotonic() < until or not fastloop.stats().switchinterval.engaged:
+        await client.fetch(url)
+    stop[0] = True
+    hog.join()
+    while fastloop.stats().switchinterval.engaged:
+        await asyncio.sleep(0.02)
     server.stop()
 
 

@@ -95,14 +95,20 @@ class ThreadShares:
         return busy if known else -1
 
 
-def loop_threads() -> set[int]:
-    """The threads running the process's Tornado loops now."""
-    found = set()
+def running_loops() -> tuple[int, set[int]]:
+    """How many of the process's Tornado loops run now, and the threads of
+    those that say (uvloop keeps its thread private: such a loop counts, and
+    its thread may then count as a compute thread, which only makes the
+    interval chosen a longer one)."""
+    running = 0
+    threads = set()
     for loop in _loops.tornado_loops():
-        ident = _loops.running_thread(loop)
-        if ident is not None:
-            found.add(ident)
-    return found
+        if _loops.is_running(loop):
+            running += 1
+            ident = _loops.running_thread(loop)
+            if ident is not None:
+                threads.add(ident)
+    return running, threads
 
 
 class Controller:
@@ -166,16 +172,16 @@ class Controller:
             if stop.acquire(timeout=tick / 1e9):
                 return
             now = clock()
-            loops = loop_threads()
+            loops, loop_threads = running_loops()
             if rules.wants_competitors():
-                competitors = shares.compute_threads(loops, now)
+                competitors = shares.compute_threads(loop_threads, now)
             else:
                 competitors = -1
                 shares.forget()
             rules.budget = settings.switch_budget
             held, engagements = rules.interval_us, rules.engagements
             wanted = rules.step(
-                policy.Sample(now, now - began - tick, competitors, len(loops), count)
+                policy.Sample(now, now - began - tick, competitors, loops, count)
             )
             self._record(held, now - last, now - began - tick)
             if rules.engagements > engagements:

@@ -487,8 +487,8 @@ def advice(gil: GilStats, switchinterval_active: bool) -> str | None:
     else:
         return None
     return (
-        f"threads wait for the GIL ({seen}): FASTLOOP=all,switchinterval "
-        "bounds each wait by a shorter switch interval (README, 'The GIL')"
+        f"threads wait for the GIL ({seen}): the switchinterval patch (in "
+        "FASTLOOP=1) shortens the switch interval while they do (README, 'The GIL')"
     )
 
 

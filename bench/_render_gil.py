@@ -1,0 +1,171 @@
+"""The README's GIL block, from bench/gil_echo.py's and bench/gil_dask.py's results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms" if seconds < 0.1 else f"{seconds * 1e3:.0f} ms"
+
+
+def _ratio(result: dict[str, Any] | None) -> str:
+    if not result:
+        return ""
+    noisy = " (noisy)" if result["noisy"] else ""
+    return f"{result['ratio']:.2f} [{result['low']:.2f}, {result['high']:.2f}]{noisy}"
+
+
+def _dominated(rows: dict[str, dict[str, Any]]) -> list[str]:
+    return [arm for arm, row in rows.items() if row.get("dominates_auto")]
+
+
+def _verdict(where: list[tuple[str, dict[str, dict[str, Any]]]]) -> str:
+    beaten = [f"{name} ({', '.join(_dominated(rows))})" for name, rows in where if _dominated(rows)]
+    if not beaten:
+        return (
+            "No arm is better than auto on p50 and on compute throughput at once "
+            "(both 95% intervals of the paired ratios on the better side) in any of "
+            "these scenarios."
+        )
+    return "Better than auto on p50 and compute at once: " + "; ".join(beaten) + "."
+
+
+def _echo_rate(data: dict[str, Any]) -> list[str]:
+    scenarios = [s for s in data["scenarios"] if s["phases"][0] > 0]
+    idle = next((s for s in data["scenarios"] if s["phases"][0] == 0), None)
+    head = "| arm |" + "".join(f" {s['phases'][0]} thread{'s' if s['phases'][0] > 1 else ''}: p50 | p99 | compute vs stock |" for s in scenarios)
+    if idle:
+        head += " alone: p50 |"
+    lines = [head, "|---|" + "--:|--:|---|" * len(scenarios) + ("--:|" if idle else "")]
+    for arm in scenarios[0]["per_phase"][0]:
+        cells = [f"`{arm}`" if arm == "auto" else arm]
+        for s in scenarios:
+            row = s["per_phase"][0][arm]
+            cells += [_ms(row["p50_s"]), _ms(row["p99_s"]), _ratio(row.get("compute_per_s_vs_stock"))]
+        if idle:
+            cells.append(_ms(idle["per_phase"][0][arm]["p50_s"]))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _echo_closed(data: dict[str, Any]) -> list[str]:
+    scenarios = data["scenarios"]
+    lines = [
+        "| arm |" + "".join(f" {s['phases'][0]} threads: req/s | vs stock |" for s in scenarios),
+        "|---|" + "--:|---|" * len(scenarios),
+    ]
+    for arm in scenarios[0]["per_phase"][0]:
+        cells = [arm]
+        for s in scenarios:
+            row = s["per_phase"][0][arm]
+            cells += [f"{row['req_per_s']:,.0f}", _ratio(row.get("req_per_s_vs_stock"))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _phased(data: dict[str, Any]) -> list[str]:
+    (scenario,) = data["scenarios"]
+    phases = scenario["phases"]
+    names = [f"{n} thread{'s' if n != 1 else ''}" if n else "alone" for n in phases]
+    lines = [
+        "| arm |" + "".join(f" {i + 1}: {name}, p50 |" + (" compute |" if phases[i] else "") for i, name in enumerate(names)),
+        "|---|" + "".join("--:|" + ("---|" if n else "") for n in phases),
+    ]
+    for arm in scenario["per_phase"][0]:
+        cells = [arm]
+        for index, n in enumerate(phases):
+            row = scenario["per_phase"][index][arm]
+            cells.append(_ms(row["p50_s"]))
+            if n:
+                cells.append(_ratio(row.get("compute_per_s_vs_stock")))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _dask(data: dict[str, Any]) -> list[str]:
+    scenarios = [s for s in data["scenarios"] if s["threads"]]
+    lines = [
+        "| arm |" + "".join(f" {s['threads']} task thread{'s' if s['threads'] > 1 else ''}: p50 | p90 | compute vs stock |" for s in scenarios),
+        "|---|" + "--:|--:|---|" * len(scenarios),
+    ]
+    for arm in scenarios[0]["rows"]:
+        cells = [arm]
+        for s in scenarios:
+            row = s["rows"][arm]
+            cells += [_ms(row["p50_s"]), _ms(row["p90_s"]), _ratio(row.get("compute_per_s_vs_stock"))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def render(results: Path) -> list[str]:
+    """The block's lines; empty when no GIL benchmark has run yet."""
+    lines: list[str] = []
+    verdicts: list[tuple[str, dict[str, dict[str, Any]]]] = []
+
+    def load(name: str) -> dict[str, Any] | None:
+        path = results / name
+        return json.loads(path.read_text()) if path.exists() else None
+
+    rate = load("gil_echo_rate.json")
+    if rate:
+        lines += [
+            f"**A Tornado echo server beside T threads that compute in Python** "
+            f"(`python bench/gil_echo.py --scenario rate`: {rate['rate']:g} requests a "
+            f"second, open loop, from a client pinned to its own core; {rate['rounds']} "
+            "interleaved rounds of every arm; p50/p99 are medians over rounds, compute is "
+            "the server threads' counting rate as the median of paired ratios to stock; "
+            "`bench/results/gil_echo_rate.json`):",
+            "",
+            *_echo_rate(rate),
+            "",
+            "![echo: latency against compute](bench/results/gil_echo_rate.png)",
+            "",
+        ]
+        verdicts += [(f"echo, {s['name']}", s["per_phase"][0]) for s in rate["scenarios"]]
+    closed = load("gil_echo_closed.json")
+    if closed:
+        lines += [
+            "Capacity, each request as soon as the last is answered "
+            f"(`--scenario closed`, {closed['rounds']} rounds, "
+            "`bench/results/gil_echo_closed.json`):",
+            "",
+            *_echo_closed(closed),
+            "",
+        ]
+    phased = load("gil_echo_phased.json")
+    if phased:
+        lines += [
+            "One server per arm going through phases of "
+            f"{phased['seconds']:g} s, alone, beside 1 and 4 computing threads, then "
+            f"alone again, at {phased['rate']:g} requests a second (`--scenario phased`, "
+            f"{phased['rounds']} rounds, each phase measured whole, auto's reaction "
+            "included; `bench/results/gil_echo_phased.json`):",
+            "",
+            *_phased(phased),
+            "",
+            "![phased: latency against compute](bench/results/gil_echo_phased.png)",
+            "",
+        ]
+        verdicts += [
+            (f"phased, phase {i + 1}", rows)
+            for i, rows in enumerate(phased["scenarios"][0]["per_phase"])
+        ]
+    dask = load("gil_dask.json")
+    if dask:
+        lines += [
+            "**A dask worker whose task threads compute in Python**, 1 ms actor calls "
+            f"at {dask['rate']:g} a second (`python bench/gil_dask.py`, distributed "
+            f"{dask['distributed']}, {dask['rounds']} rounds, a fresh cluster per arm "
+            "and round; `bench/results/gil_dask.json`):",
+            "",
+            *_dask(dask),
+            "",
+            "![dask: latency against compute](bench/results/gil_dask.png)",
+            "",
+        ]
+        verdicts += [(f"dask, {s['threads']} task threads", s["rows"]) for s in dask["scenarios"]]
+    if verdicts:
+        lines += [_verdict(verdicts), ""]
+    return lines
