@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms" if seconds < 0.1 else f"{seconds * 1e3:.0f} ms"
 
@@ -22,7 +23,11 @@ def _dominated(rows: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def _verdict(where: list[tuple[str, dict[str, dict[str, Any]]]]) -> str:
-    beaten = [f"{name} ({', '.join(_dominated(rows))})" for name, rows in where if _dominated(rows)]
+    beaten = [
+        f"{name} ({', '.join(_dominated(rows))})"
+        for name, rows in where
+        if _dominated(rows)
+    ]
     if not beaten:
         return (
             "No arm is better than auto on p50 and on compute throughput at once "
@@ -35,7 +40,10 @@ def _verdict(where: list[tuple[str, dict[str, dict[str, Any]]]]) -> str:
 def _echo_rate(data: dict[str, Any]) -> list[str]:
     scenarios = [s for s in data["scenarios"] if s["phases"][0] > 0]
     idle = next((s for s in data["scenarios"] if s["phases"][0] == 0), None)
-    head = "| arm |" + "".join(f" {s['phases'][0]} thread{'s' if s['phases'][0] > 1 else ''}: p50 | p99 | compute vs stock |" for s in scenarios)
+    head = "| arm |" + "".join(
+        f" {s['phases'][0]} thread{'s' if s['phases'][0] > 1 else ''}: p50 | p99 | compute vs stock |"
+        for s in scenarios
+    )
     if idle:
         head += " alone: p50 |"
     lines = [head, "|---|" + "--:|--:|---|" * len(scenarios) + ("--:|" if idle else "")]
@@ -43,7 +51,11 @@ def _echo_rate(data: dict[str, Any]) -> list[str]:
         cells = [f"`{arm}`" if arm == "auto" else arm]
         for s in scenarios:
             row = s["per_phase"][0][arm]
-            cells += [_ms(row["p50_s"]), _ms(row["p99_s"]), _ratio(row.get("compute_per_s_vs_stock"))]
+            cells += [
+                _ms(row["p50_s"]),
+                _ms(row["p99_s"]),
+                _ratio(row.get("compute_per_s_vs_stock")),
+            ]
         if idle:
             cells.append(_ms(idle["per_phase"][0][arm]["p50_s"]))
         lines.append("| " + " | ".join(cells) + " |")
@@ -53,7 +65,8 @@ def _echo_rate(data: dict[str, Any]) -> list[str]:
 def _echo_closed(data: dict[str, Any]) -> list[str]:
     scenarios = data["scenarios"]
     lines = [
-        "| arm |" + "".join(f" {s['phases'][0]} threads: req/s | vs stock |" for s in scenarios),
+        "| arm |"
+        + "".join(f" {s['phases'][0]} threads: req/s | vs stock |" for s in scenarios),
         "|---|" + "--:|---|" * len(scenarios),
     ]
     for arm in scenarios[0]["per_phase"][0]:
@@ -70,7 +83,11 @@ def _phased(data: dict[str, Any]) -> list[str]:
     phases = scenario["phases"]
     names = [f"{n} thread{'s' if n != 1 else ''}" if n else "alone" for n in phases]
     lines = [
-        "| arm |" + "".join(f" {i + 1}: {name}, p50 |" + (" compute |" if phases[i] else "") for i, name in enumerate(names)),
+        "| arm |"
+        + "".join(
+            f" {i + 1}: {name}, p50 |" + (" compute |" if phases[i] else "")
+            for i, name in enumerate(names)
+        ),
         "|---|" + "".join("--:|" + ("---|" if n else "") for n in phases),
     ]
     for arm in scenario["per_phase"][0]:
@@ -87,14 +104,22 @@ def _phased(data: dict[str, Any]) -> list[str]:
 def _dask(data: dict[str, Any]) -> list[str]:
     scenarios = [s for s in data["scenarios"] if s["threads"]]
     lines = [
-        "| arm |" + "".join(f" {s['threads']} task thread{'s' if s['threads'] > 1 else ''}: p50 | p90 | compute vs stock |" for s in scenarios),
+        "| arm |"
+        + "".join(
+            f" {s['threads']} task thread{'s' if s['threads'] > 1 else ''}: p50 | p90 | compute vs stock |"
+            for s in scenarios
+        ),
         "|---|" + "--:|--:|---|" * len(scenarios),
     ]
     for arm in scenarios[0]["rows"]:
         cells = [arm]
         for s in scenarios:
             row = s["rows"][arm]
-            cells += [_ms(row["p50_s"]), _ms(row["p90_s"]), _ratio(row.get("compute_per_s_vs_stock"))]
+            cells += [
+                _ms(row["p50_s"]),
+                _ms(row["p90_s"]),
+                _ratio(row.get("compute_per_s_vs_stock")),
+            ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -123,7 +148,9 @@ def render(results: Path) -> list[str]:
             "![echo: latency against compute](bench/results/gil_echo_rate.png)",
             "",
         ]
-        verdicts += [(f"echo, {s['name']}", s["per_phase"][0]) for s in rate["scenarios"]]
+        verdicts += [
+            (f"echo, {s['name']}", s["per_phase"][0]) for s in rate["scenarios"]
+        ]
     closed = load("gil_echo_closed.json")
     if closed:
         lines += [
@@ -165,7 +192,9 @@ def render(results: Path) -> list[str]:
             "![dask: latency against compute](bench/results/gil_dask.png)",
             "",
         ]
-        verdicts += [(f"dask, {s['threads']} task threads", s["rows"]) for s in dask["scenarios"]]
+        verdicts += [
+            (f"dask, {s['threads']} task threads", s["rows"]) for s in dask["scenarios"]
+        ]
     if verdicts:
         lines += [_verdict(verdicts), ""]
     return lines

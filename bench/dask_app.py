@@ -62,6 +62,10 @@ def spin(seconds):
 def patched():
     fastloop = sys.modules.get("fastloop")
     return sorted(fastloop.installed()) if fastloop else []
+
+def engagements():
+    fastloop = sys.modules.get("fastloop")
+    return fastloop.stats().switchinterval.engagements if fastloop else 0
 """
 
 IDLE = (
@@ -86,7 +90,8 @@ if __name__ == "__main__":
         client.gather(client.map(inc, range(2000), pure=False))
         tasks_s = time.perf_counter() - start
         print(json.dumps({"actor_s": actor_s, "tasks_s": tasks_s, "cpu_s_per_1k": cpu_s,
-                          "worker_patches": sorted(set(map(tuple, client.run(patched).values())))}))
+                          "worker_patches": sorted(set(map(tuple, client.run(patched).values()))),
+                          "engagements": sum(client.run(engagements).values())}))
 """
 )
 
@@ -111,7 +116,8 @@ if __name__ == "__main__":
         deciles = statistics.quantiles(trips, n=10)
         print(json.dumps({"actor_p50_s": statistics.median(trips),
                           "actor_p90_s": deciles[8], "tasks_s": tasks_s,
-                          "worker_patches": sorted(set(map(tuple, client.run(patched).values())))}))
+                          "worker_patches": sorted(set(map(tuple, client.run(patched).values()))),
+                          "engagements": sum(client.run(engagements).values())}))
 """
 )
 
@@ -207,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             distributed=__import__("distributed").__version__,
             cluster=cluster,
             worker_patches={arm: runs[arm][0]["worker_patches"] for arm in arms},
+            engagements={arm: sum(r["engagements"] for r in runs[arm]) for arm in arms},
             runs=runs,
             results=[r.to_dict() for r in results],
         )

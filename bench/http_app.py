@@ -42,7 +42,10 @@ class Hello(tornado.web.RequestHandler):
 
 class Cpu(tornado.web.RequestHandler):
     def get(self):
-        self.write({"cpu": time.process_time()})
+        fastloop = sys.modules.get("fastloop")
+        switch = fastloop.stats().switchinterval if fastloop else None
+        self.write({"cpu": time.process_time(),
+                    "engagements": switch.engagements if switch else 0})
 
 if sys.argv[1:] == ["busy"]:
     import threading
@@ -67,9 +70,10 @@ def _on_cpu_1() -> None:
     os.sched_setaffinity(0, {1})
 
 
-def cpu(port: int) -> float:
+def server_state(port: int) -> dict[str, float]:
+    """The server's CPU time so far, and how often auto mode engaged there."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/cpu") as response:
-        return float(json.load(response)["cpu"])
+        return json.load(response)  # type: ignore[no-any-return]
 
 
 def _ms(text: str) -> float:
@@ -97,7 +101,7 @@ def one_run(
             check=True,
             preexec_fn=_on_cpu_1,
         )
-        before = cpu(port)
+        before = server_state(port)["cpu"]
         out = subprocess.run(
             ["wrk", "-t1", "-c16", f"-d{int(seconds)}s", "--latency", url],
             capture_output=True,
@@ -105,14 +109,20 @@ def one_run(
             check=True,
             preexec_fn=_on_cpu_1,
         ).stdout
-        used = cpu(port) - before
+        after = server_state(port)
+        used = after["cpu"] - before
     finally:
         server.terminate()
         server.wait()
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     p99 = _ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
     requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
-    return {"rps": rps, "p99_ms": p99, "cpu_s_per_1k": used / requests * 1000}
+    return {
+        "rps": rps,
+        "p99_ms": p99,
+        "cpu_s_per_1k": used / requests * 1000,
+        "engagements": after["engagements"],
+    }
 
 
 def _progress(done: int, total: int) -> None:
@@ -145,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         ("p99 latency", lambda r: r["p99_ms"]),
         ("server CPU per request", lambda r: r["cpu_s_per_1k"]),
     )
+    engaged = {arm: sum(r["engagements"] for r in rows) for arm, rows in runs.items()}
     results = [
         ab.paired(
             [value(r) for r in stock],
@@ -172,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             scenario=args.scenario,
             load=load,
             medians=median,
+            engagements=engaged,
             results=[r.to_dict() for r in results],
         )
     return 0
