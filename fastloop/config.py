@@ -199,8 +199,36 @@ def _slow_write_line(value: str | None) -> str:
         return f"{value} (invalid)"
     shown = "(unset)" if value is None else value
     if not threshold:
-        return f"{shown}: slow-write log off (the default); every write is still timed"
-    return f"{shown}: warn about write_to_fd calls slower than {threshold:g} ms"
+        return f"{shown}: slow-write log off (the default)"
+    return (
+        f"{shown}: warn about write_to_fd calls slower than {threshold:g} ms "
+        "(every call is timed for it)"
+    )
+
+
+#: FASTLOOP_WRITE_TIMING's values: time a sample of write_to_fd calls, or all.
+WRITE_TIMINGS = ("sampled", "every")
+
+
+def _write_timing(value: object) -> str:
+    text = str(value).strip().lower()
+    if text not in WRITE_TIMINGS:
+        raise SettingError(" or ".join(WRITE_TIMINGS))
+    return text
+
+
+def _write_timing_line(value: str | None) -> str:
+    try:
+        mode = _write_timing(value or "sampled")
+    except SettingError:
+        return f"{value} (invalid)"
+    shown = "(unset)" if value is None else value
+    if mode == "every":
+        return f"{shown}: every write_to_fd call timed"
+    return (
+        f"{shown}: 1 in N write_to_fd calls timed, every call counted (the "
+        "default); every call timed with FASTLOOP_SLOW_WRITE_MS or FASTLOOP_WRITE_CPU"
+    )
 
 
 #: ``FASTLOOP_SWITCH_INTERVAL_US=auto``: adaptive (the default).
@@ -315,17 +343,30 @@ SLOW_WRITE_MS = Setting(
         "warn about write_to_fd calls slower than N ms (default: off)",
     ),
     doctor=_slow_write_line,
+    follows="fastloop.patches.write_to_fd:follow_setting",
 )
 
 #: Every setting, in the order doctor lists them.
 SETTINGS: tuple[Setting, ...] = (
     SLOW_WRITE_MS,
+    #: write_to_fd: time 1 call in N (sampled) or every call; slow_write_ms
+    #: and write_cpu time every call whatever this says.
+    Setting(
+        "write_timing",
+        "FASTLOOP_WRITE_TIMING",
+        _write_timing,
+        " or ".join(WRITE_TIMINGS),
+        default="sampled",
+        doctor=_write_timing_line,
+        follows="fastloop.patches.write_to_fd:follow_setting",
+    ),
     Setting(
         "write_cpu",
         "FASTLOOP_WRITE_CPU",
         _switch,
         "1 or 0",
         default=False,
+        follows="fastloop.patches.write_to_fd:follow_setting",
     ),
     Setting(
         "report",

@@ -1,15 +1,43 @@
-"""Blocking-time instrumentation of ``write_to_fd`` on every tornado.iostream stream.
+"""Exact counts and sampled durations of ``write_to_fd`` on every tornado stream.
 
 ``write_to_fd`` is a "non-blocking" ``send``/``os.write``, yet it can hold
 the loop for milliseconds: kernel work on loopback, or reacquiring the GIL
-behind busy threads after the syscall (the convoy effect).  Each call is
-timed with ``perf_counter_ns``; its result and exception pass through
-untouched.  The hot path is two clock reads and the counters and log2
-histogram that the stream carries (a tally of ``schema.WriteStats``,
-``live.WRITE_TO_FD``); process totals are summed from those when asked,
-and the slow-write threshold is only looked at for a call that took long.
-With ``write_cpu`` on, thread CPU time is measured too, so that wall minus
-CPU ("stalled") shows time spent waiting rather than working.
+behind busy threads after the syscall (the convoy effect).  Every call is
+counted exactly: calls, bytes offered and written, would-block, errors; its
+result and exception pass through untouched.  Timing a call costs two clock
+reads and the histogram, sum and maximum, which alone take the whole budget
+of a 64-byte echo (``bench/echo_floor.py``), so by default only a sample of
+calls is timed, the way sampling profilers and Go's runtime metrics stay on.
+
+Sampling.  Each call is timed with probability 1/``SAMPLE_EVERY``,
+independently of every other: a stream draws how many calls pass before its
+next timed one from the geometric distribution (the count of a coin tossed
+per call, drawn once per timed call, from a generator of fastloop's own so
+that an application's ``random`` sequence stays its own).  A counter modulo
+N would time one phase of any pattern whose period divides N (alternate
+small and large writes: only the small ones); coin tosses line up with no
+pattern.  A stream's first call is always timed.  Each timed call counts in
+the histogram and the time total for the calls it stands for, the inverse
+of its chance of being timed (Horvitz-Thompson): ``SAMPLE_EVERY`` for a
+sampled call, 1 for a first call or when every call is timed.  So the
+histogram of any mix (processes in different modes, a mode changed on the
+way) estimates that of every call, and histograms still merge by adding;
+``timed_calls`` beside ``calls`` tells which mode produced them, and the
+maximum is the largest call seen.
+
+Every call is timed when ``write_timing`` is ``"every"``, or when the
+slow-write log (``slow_write_ms``) or the CPU split (``write_cpu``) is on,
+which must see every call; a change of these settings makes each live
+stream's next call timed (``follow_setting``), so the new mode applies from
+there.  With ``write_cpu`` thread CPU time is measured too, so that wall
+minus CPU ("stalled") shows time spent waiting rather than working.
+
+The hot path, an untimed call, bumps the call count, compares it with the
+stream's next timed call and adds the bytes written; the timed path calls
+the stock ``write_to_fd`` between two clock reads and files the duration.
+Process totals are summed from the streams' tallies (``live.WRITE_TO_FD``)
+when asked, and the slow-write threshold is only looked at for a call that
+took long.
 
 The stream's counters are one attribute of the stream, ``_fastloop_writes``,
 set on its first write through the registry (``PerObject``), which takes it
@@ -32,6 +60,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -41,6 +71,7 @@ from typing import Any
 from fastloop.config import settings
 from fastloop.patches import Patch
 from fastloop.patches.changes import Change, PerObject, Swap
+from fastloop.runtime import fork
 from fastloop.telemetry.live import WRITE_TO_FD
 
 log = logging.getLogger("fastloop")
@@ -110,6 +141,35 @@ def describe_peer(stream: Any) -> str:
 #: so the hot path reads no threshold (a threshold below this acts as this).
 SLOW_FLOOR_NS = 50_000
 
+#: 1 call in this many is timed (on average) unless every call is asked for.
+#: Measured: FIGURE_PENDING
+SAMPLE_EVERY = 16
+#: log(1 - 1/SAMPLE_EVERY): a geometric draw divides by it.
+_LOG_UNTIMED = math.log1p(-1 / SAMPLE_EVERY)
+
+#: The clocks of a timed call (tests substitute them before install).
+clock: Callable[[], int] = time.perf_counter_ns
+cpu_clock: Callable[[], int] = time.thread_time_ns
+#: The sampler's coin, uniform in [0, 1): fastloop's own generator, reseeded
+#: in a forked child (tests substitute a seeded one before install).
+_generator = random.Random()
+fork.in_child(_generator.seed)
+coin: Callable[[], float] = _generator.random
+
+
+def every_call_timed() -> bool:
+    """Do the settings ask for every call's duration (not a sample)?"""
+    return bool(
+        settings.write_timing == "every" or settings.slow_write_ms or settings.write_cpu
+    )
+
+
+def follow_setting(value: object) -> None:
+    """A timing setting changed: each live stream times its next call (weight 1)."""
+    for tally in WRITE_TO_FD.live():
+        tally.weight = 1
+        tally.timed_at = 0
+
 
 def inlinable(function: Any) -> bool:
     """Is this stock ``IOStream.write_to_fd``: ``self.socket.send(data)`` alone?"""
@@ -117,26 +177,32 @@ def inlinable(function: Any) -> bool:
     return code is not None and code.co_names == ("socket", "send")
 
 
-#: What the wrappers of one install share: counters_of, record, record_failure,
-#: cpu_timed, after_slow (a plain tuple: this module loads at start-up).
+#: What the wrappers of one install share: counters_of (a stream's tally,
+#: attached on first need), timed (a call timed), count_failure (a call that
+#: raised).  A plain tuple: this module loads at start-up.
 Recorders = tuple[
     Callable[[Any], Any],
-    Callable[[Any, Any, int, int, int], None],
-    Callable[[Any, int, int, BaseException], None],
-    Callable[[Callable[[Any, Any], int], Any, Any], int],
-    Callable[[Any, int, int], None],
+    Callable[[Callable[[Any, Any], int], Any, Any, Any], int],
+    Callable[[Any, int, BaseException], None],
 ]
+
+
+def count_failure(counters: Any, offered: int, exc: BaseException) -> None:
+    counters.bytes_offered += offered
+    if isinstance(exc, BlockingIOError):
+        counters.would_block += 1
+    else:
+        counters.errors += 1
 
 
 def recorders(streams: PerObject) -> Recorders:
     """The steps the wrappers share, with one slow-write log per install.
 
-    A tally's slots are ``schema.WriteStats``'s figures; ``bytes_offered``
-    counts only what goes beyond ``bytes_written`` (one update fewer per
-    full write) and calls are the histogram's total.
+    A tally's slots are ``schema.WriteStats``'s figures, and ``timed_at``,
+    ``weight`` (the sampling state); ``bytes_offered`` counts only what goes
+    beyond ``bytes_written`` (one update fewer per full write).
     """
-    clock = time.perf_counter_ns
-    cpu_clock = time.thread_time_ns
+    wall, cpu_time, toss = clock, cpu_clock, coin
     log_slow = SlowWriteLog()
 
     def counters_of(stream: Any) -> Any:
@@ -145,99 +211,98 @@ def recorders(streams: PerObject) -> Recorders:
             counters = streams.setdefault(stream, WRITE_TO_FD.track)
         return counters
 
-    def after_slow(stream: Any, offered: int, elapsed: int) -> None:
-        threshold = settings.slow_write_ms
-        if threshold and elapsed > threshold * 1_000_000:
-            counters_of(stream).slow += 1
-            log_slow(stream, offered, elapsed)
-
-    def record(
-        counters: Any, stream: Any, offered: int, written: int, elapsed: int
-    ) -> None:
-        # The same steps as the inlined copy in fast_write_to_fd below.
-        counters.histogram[elapsed.bit_length()] += 1
-        counters.bytes_written += written
-        counters.total_ns += elapsed
+    def file_duration(counters: Any, stream: Any, offered: int, elapsed: int) -> None:
+        weight = counters.weight
+        counters.timed_calls += 1
+        counters.histogram[elapsed.bit_length()] += weight
+        counters.total_ns += elapsed * weight
         if elapsed > counters.max_ns:
             counters.max_ns = elapsed
+        if every_call_timed():
+            counters.weight = 1
+            counters.timed_at = counters.calls + 1
+        else:  # untimed calls before the next timed one: geometric
+            counters.weight = SAMPLE_EVERY
+            counters.timed_at = (
+                counters.calls + 1 + int(math.log(1.0 - toss()) / _LOG_UNTIMED)
+            )
+        if elapsed > SLOW_FLOOR_NS:
+            threshold = settings.slow_write_ms
+            if threshold and elapsed > threshold * 1_000_000:
+                counters.slow += 1
+                log_slow(stream, offered, elapsed)
+
+    def timed(
+        original: Callable[[Any, Any], int], stream: Any, data: Any, counters: Any
+    ) -> int:
+        """One call of stock ``write_to_fd``, timed (and CPU-timed if asked)."""
+        cpu = settings.write_cpu
+        cpu_start = cpu_time() if cpu else 0
+        start = wall()
+        try:
+            written = original(stream, data)
+        except BaseException as exc:
+            elapsed = wall() - start
+            cpu_used = cpu_time() - cpu_start if cpu else 0
+            offered = len(data)
+            del data
+            count_failure(counters, offered, exc)
+            file_duration(counters, stream, offered, elapsed)
+            if cpu:
+                counters.cpu_ns += cpu_used
+                counters.cpu_calls += 1
+            raise
+        elapsed = wall() - start
+        cpu_used = cpu_time() - cpu_start if cpu else 0
+        offered = len(data)
+        del data
+        counters.bytes_written += written
         if written != offered:
             counters.bytes_offered += offered - written
             if not written:
                 counters.would_block += 1
-        if elapsed > SLOW_FLOOR_NS:
-            after_slow(stream, offered, elapsed)
-
-    def record_failure(
-        stream: Any, offered: int, elapsed: int, exc: BaseException
-    ) -> None:
-        counters = counters_of(stream)
-        counters.histogram[elapsed.bit_length()] += 1
-        counters.bytes_offered += offered
-        counters.total_ns += elapsed
-        counters.max_ns = max(counters.max_ns, elapsed)
-        if isinstance(exc, BlockingIOError):
-            counters.would_block += 1
-        else:
-            counters.errors += 1
-        if elapsed > SLOW_FLOOR_NS:
-            after_slow(stream, offered, elapsed)
-
-    def cpu_timed(original: Callable[[Any, Any], int], stream: Any, data: Any) -> int:
-        """``write_cpu`` on: thread CPU time around the wall-clock window."""
-        offered = len(data)
-        cpu_start = cpu_clock()
-        start = clock()
-        try:
-            written = original(stream, data)
-        except BaseException as exc:
-            elapsed = clock() - start
-            cpu_used = cpu_clock() - cpu_start
-            del data
-            record_failure(stream, offered, elapsed, exc)
-            counters = counters_of(stream)
+        file_duration(counters, stream, offered, elapsed)
+        if cpu:
             counters.cpu_ns += cpu_used
             counters.cpu_calls += 1
-            raise
-        elapsed = clock() - start
-        cpu_used = cpu_clock() - cpu_start
-        del data
-        counters = counters_of(stream)
-        record(counters, stream, offered, written, elapsed)
-        counters.cpu_ns += cpu_used
-        counters.cpu_calls += 1
         return written
 
-    return counters_of, record, record_failure, cpu_timed, after_slow
+    return counters_of, timed, count_failure
 
 
 def instrument(
     original: Callable[[Any, Any], int], shared: Recorders
 ) -> Callable[[Any, Any], int]:
-    counters_of, record, record_failure, cpu_timed, _ = shared
-    clock = time.perf_counter_ns
+    counters_of, timed, failed = shared
 
     # A plain function rather than a wrapt FunctionWrapper: it runs on
     # every write of every stream and the proxy layer costs ~100 ns there
-    # (bench/write_overhead.py).
+    # (bench/write_overhead.py).  The same steps as fast_write_to_fd below.
     def write_to_fd(self: Any, data: Any) -> int:
-        if settings.write_cpu:
+        try:
+            counters = self._fastloop_writes
+        except AttributeError:
+            counters = counters_of(self)
+        calls = counters.calls + 1
+        counters.calls = calls
+        if calls >= counters.timed_at:
             try:
-                return cpu_timed(original, self, data)
+                return timed(original, self, data, counters)
             finally:
                 del data
-        start = clock()
         try:
             written = original(self, data)
         except BaseException as exc:
-            elapsed = clock() - start
             offered = len(data)
             del data
-            record_failure(self, offered, elapsed, exc)
+            failed(counters, offered, exc)
             raise
-        elapsed = clock() - start
-        offered = len(data)
+        counters.bytes_written += written
+        if written != len(data):
+            counters.bytes_offered += len(data) - written
+            if not written:
+                counters.would_block += 1
         del data
-        record(counters_of(self), self, offered, written, elapsed)
         return written
 
     # Look like the original to introspection (Tornado's own API snapshot
@@ -249,42 +314,34 @@ def inline(
     original: Callable[[Any, Any], int], shared: Recorders
 ) -> Callable[[Any, Any], int]:
     # IOStream, the stream of every TCP connection: stock's one line is
-    # inlined and so is record(), which saves two Python frames per
-    # write (bench/write_overhead.py: ~120 ns of ~300 ns added per call).
-    counters_of, _, record_failure, cpu_timed, after_slow = shared
-    clock = time.perf_counter_ns
+    # inlined in the untimed path, which saves a Python frame per write
+    # (bench/write_overhead.py).
+    counters_of, timed, failed = shared
 
     def fast_write_to_fd(self: Any, data: Any) -> int:
-        if settings.write_cpu:
-            try:
-                return cpu_timed(original, self, data)
-            finally:
-                del data
-        start = clock()
-        try:
-            written: int = self.socket.send(data)
-        except BaseException as exc:
-            elapsed = clock() - start
-            offered = len(data)
-            del data  # as stock: no live memoryview export (tornado PR 2008)
-            record_failure(self, offered, elapsed, exc)
-            raise
-        elapsed = clock() - start
         try:
             counters = self._fastloop_writes
         except AttributeError:
             counters = counters_of(self)
-        counters.histogram[elapsed.bit_length()] += 1
+        calls = counters.calls + 1
+        counters.calls = calls
+        if calls >= counters.timed_at:
+            try:
+                return timed(original, self, data, counters)
+            finally:
+                del data
+        try:
+            written: int = self.socket.send(data)
+        except BaseException as exc:
+            offered = len(data)
+            del data  # as stock: no live memoryview export (tornado PR 2008)
+            failed(counters, offered, exc)
+            raise
         counters.bytes_written += written
-        counters.total_ns += elapsed
-        if elapsed > counters.max_ns:
-            counters.max_ns = elapsed
         if written != len(data):
             counters.bytes_offered += len(data) - written
             if not written:
                 counters.would_block += 1
-        if elapsed > SLOW_FLOOR_NS:
-            after_slow(self, len(data), elapsed)
         del data
         return written
 
@@ -306,7 +363,7 @@ def apply(module: ModuleType) -> list[Change]:
 PATCH = Patch(
     name="write_to_fd",
     target="tornado.iostream",
-    summary="tornado.iostream write_to_fd: time, bytes, would-block, slow-call log",
+    summary="tornado.iostream write_to_fd: exact counts, sampled times, slow-call log",
     check=check,
     apply=apply,
 )

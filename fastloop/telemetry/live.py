@@ -12,7 +12,8 @@ them since ``reset_stats()``).  Three kinds of source, by who writes:
   a lock.
 * ``Streams``: a tally per stream, carried by the stream and written by its
   loop's thread only (no lock), summed when read; a collected stream's tally
-  is folded into the process totals.
+  is folded into the process totals.  A tally may also carry state of the
+  hot path that is not a figure (``write_to_fd``'s sampling), never read.
 * ``Recorder``: one tally under a lock, written by the observers' threads.
 
 A tally has one slot per stored figure of its section, named as the figure
@@ -132,16 +133,18 @@ def _zero(field: Field[Any]) -> Any:
     return 0
 
 
-_tally_classes: dict[type[Section], type] = {}
+_tally_classes: dict[tuple[type[Section], tuple[tuple[str, int], ...]], type] = {}
 
 
-def tally_class(section: type[Section]) -> type:
+def tally_class(section: type[Section], state: dict[str, int] | None = None) -> type:
     """A class with one slot per stored figure of ``section``, made once.
 
     A maximum has a second slot, ``<name>_before``: its value until the
     last ``reset_stats()``, for figures over a whole life (one stream's).
+    ``state`` adds slots of the hot path's own, with their first values.
     """
-    made = _tally_classes.get(section)
+    extra = tuple((state or {}).items())
+    made = _tally_classes.get((section, extra))
     if made is None:
         maxima = [f.name for f in section.stored if isinstance(f, Maximum)]
         names = [f.name for f in section.stored] + [f"{m}_before" for m in maxima]
@@ -151,13 +154,15 @@ def tally_class(section: type[Section]) -> type:
                 setattr(self, field.name, _zero(field))
             for name in maxima:
                 setattr(self, f"{name}_before", 0)
+            for name, first in extra:
+                setattr(self, name, first)
 
         made = type(
             f"{section.__name__}Tally",
             (),
-            {"__slots__": tuple(names), "__init__": __init__},
+            {"__slots__": (*names, *(name for name, _ in extra)), "__init__": __init__},
         )
-        _tally_classes[section] = made
+        _tally_classes[(section, extra)] = made
     return made
 
 
@@ -215,9 +220,11 @@ class Streams:
     #: The attribute a stream carries its tally in.
     attribute = "_fastloop_writes"
 
-    def __init__(self, section: type[Section]) -> None:
+    def __init__(
+        self, section: type[Section], state: dict[str, int] | None = None
+    ) -> None:
         self.section = section
-        self.tally = tally_class(section)
+        self.tally = tally_class(section, state)
         self._live: set[Any] = set()
         self._folded = self.tally()
         #: A collected stream's tally waits here (a deque append needs no
@@ -237,6 +244,12 @@ class Streams:
             self._live.add(tally)
         weakref.finalize(owner, self._collected.append, tally).atexit = False
         return tally
+
+    def live(self) -> list[Any]:
+        """The tallies of the owners alive now."""
+        with self._lock:
+            self._drain()
+            return list(self._live)
 
     def _drain(self) -> None:
         while self._collected:
@@ -324,7 +337,9 @@ class Recorder:
 
 
 # The process's sources, one per section of ``schema.Snapshot``.
-WRITE_TO_FD = Streams(schema.WriteStats)
+#: ``timed_at``, ``weight``: which call of the stream is timed next, and for
+#: how many calls it counts (``fastloop.patches.write_to_fd`` explains both).
+WRITE_TO_FD = Streams(schema.WriteStats, state={"timed_at": 0, "weight": 1})
 ADD_CALLBACK = Counts(schema.AddCallbackStats)
 WAKEUP = Counts(schema.WakeupStats)
 POLL = Counts(schema.PollStats)

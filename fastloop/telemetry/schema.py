@@ -45,7 +45,9 @@ class WriteStats(Section):
         patch="write_to_fd",
         counted="calls",
     )
-    calls = Count("write_to_fd calls", counted_by="histogram", metric=IN_HISTOGRAM)
+    calls = Count(
+        "write_to_fd calls, every one counted", metric="fastloop_write_to_fd_calls"
+    )
     bytes_offered = Count(
         "Bytes passed to write_to_fd",
         unit=BYTES,
@@ -65,23 +67,47 @@ class WriteStats(Section):
         "write_to_fd calls that raised an error other than would-block",
         metric="fastloop_write_to_fd_errors",
     )
+    timed_calls = Count(
+        "write_to_fd calls timed: 1 in N by default (FASTLOOP_WRITE_TIMING), "
+        "every one when asked for; the durations below come from these",
+        label="timed",
+        when="calls",
+        show=lambda w: (
+            f"{timing_of(w)}; the times below are estimates"
+            if estimated(w)
+            else timing_of(w)
+        ),
+        metric="fastloop_write_to_fd_timed_calls",
+    )
     histogram = Histogram(
-        "Wall time of each write_to_fd call of every tornado.iostream stream "
-        "(_count is the number of calls)",
+        "Wall time of the timed write_to_fd calls, each counted for the calls it "
+        "stands for (N when 1 in N is timed): _count and _sum estimate every call's",
         sum="total_ns",
         maximum="max_ns",
         label="time per call",
-        when="calls",
+        when="timed_calls",
+        show=lambda w: times_line(w),
         metric="fastloop_write_to_fd_seconds",
     )
     total_ns = Count(
-        "Wall time of the write_to_fd calls",
+        "Wall time of the write_to_fd calls (estimated from the timed ones unless "
+        "every call is timed)",
         unit=NS,
         label="total time",
-        when="calls",
+        when="timed_calls",
+        show=lambda w: (
+            f"{milliseconds(w.total_ns)} (estimated)"
+            if estimated(w)
+            else milliseconds(w.total_ns)
+        ),
         metric=IN_HISTOGRAM,
     )
-    max_ns = Maximum("The longest write_to_fd call")
+    max_ns = Maximum("The longest write_to_fd call timed")
+    timing = Derived(
+        lambda w: timing_of(w),
+        "Which calls were timed: 'every call timed', or '1 in N calls timed' "
+        "(calls over timed_calls), and then percentiles and times are estimates",
+    )
     slow = Count(
         "write_to_fd calls slower than FASTLOOP_SLOW_WRITE_MS",
         label="slow calls",
@@ -119,6 +145,32 @@ class WriteStats(Section):
 
 class StreamStats(WriteStats):
     """One stream's ``write_to_fd`` figures over its life (``stream_stats()``)."""
+
+
+def estimated(w: WriteStats) -> bool:
+    """Were some calls not timed?  Then the times are estimates from a sample."""
+    return w.timed_calls < w.calls
+
+
+def timing_of(w: WriteStats) -> str:
+    """Which calls the times come from, in words ("1 in 16 calls timed")."""
+    if not estimated(w):
+        return "every call timed"
+    if not w.timed_calls:
+        return f"none of {w.calls:,} calls timed"
+    share = f"{w.timed_calls:,} of {w.calls:,}"
+    return f"1 in {w.calls / w.timed_calls:.0f} calls timed ({share})"
+
+
+def times_line(w: WriteStats) -> str:
+    """The percentiles, marked as estimates from a sample; the maximum is one seen."""
+    if not estimated(w):
+        return WriteStats.histogram.text(w)
+    marks = ", ".join(
+        f"p{p} <= {milliseconds(ns)}"
+        for p, ns in ((50, w.p50_ns), (90, w.p90_ns), (99, w.p99_ns))
+    )
+    return f"{marks} (estimated), max seen {milliseconds(w.max_ns)}"
 
 
 def cpu_timed_wall(w: WriteStats) -> int:
