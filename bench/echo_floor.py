@@ -2,12 +2,14 @@
 
     python bench/echo_floor.py [--rounds N] [--json bench/results/echo_floor.json]
 
-The 64-byte IOStream echo (``fastloop bench``'s ``echo-64B``) with five
+The 64-byte IOStream echo (``fastloop bench``'s ``echo-64B``) with six
 versions of ``IOStream.write_to_fd``, interleaved: stock; a wrapper that
 only calls stock (the price of one more Python frame); a wrapper that also
 reads ``time.perf_counter_ns`` before and after; stock's own line with the
 two clock reads inlined, no wrapper frame (the least any per-call timing
-can cost in pure Python); and fastloop's ``write_to_fd`` patch.
+can cost in pure Python); and fastloop's ``write_to_fd`` patch, timing every
+call (``FASTLOOP_WRITE_TIMING=every``) and as by default (1 call in
+``SAMPLE_EVERY``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import _results
 import fastloop
 from fastloop import ab
 from fastloop.cli import _workloads as workloads
+from fastloop.patches.write_to_fd import SAMPLE_EVERY
 
 TRIPS = 2000
 stock_write = iostream.IOStream.write_to_fd
@@ -69,9 +72,16 @@ def with_write_to_fd(replacement: Callable[[Any, Any], int]) -> Callable[[], flo
     return arm
 
 
-def patched() -> float:
-    with fastloop.patched(["write_to_fd"]):
-        return echo()
+def patched(timing: str) -> Callable[[], float]:
+    def arm() -> float:
+        fastloop.configure(write_timing=timing)
+        try:
+            with fastloop.patched(["write_to_fd"]):
+                return echo()
+        finally:
+            fastloop.configure(write_timing="sampled")
+
+    return arm
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         "wrapper only": with_write_to_fd(wrapper_only),
         "two clock reads": with_write_to_fd(two_clock_reads),
         "two clock reads, inlined": with_write_to_fd(inlined_clock_reads),
-        "fastloop write_to_fd": patched,
+        "fastloop write_to_fd, every call timed": patched("every"),
+        "fastloop write_to_fd": patched("sampled"),
     }
     times = ab.interleave(arms, rounds=args.rounds)
     results = []
@@ -101,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         _results.save(
             args.json,
             "echo_floor",
+            sample_every=SAMPLE_EVERY,
             results=results,
         )
     return 0

@@ -23,6 +23,7 @@ from tornado.iostream import IOStream
 import _results
 import fastloop
 from fastloop import ab
+from fastloop.patches.write_to_fd import SAMPLE_EVERY
 
 CALLS = 100_000
 
@@ -56,44 +57,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     results = []
-    overhead = ab.patched_vs_stock(
-        per_call, ["write_to_fd"], rounds=args.rounds, name="per-call"
-    )
-    added_ns = statistics.median(
-        (b - a) / CALLS * 1e9
-        for a, b in zip(overhead.a_times, overhead.b_times, strict=True)
-    )
-    print(
-        f"{overhead}   (added cost per write_to_fd call: {added_ns:.0f} ns, "
-        f"median of paired differences)",
-        flush=True,
-    )
-    results.append(
-        overhead.to_dict() | {"per_round": CALLS, "added_ns_per_call": added_ns}
-    )
-
-    fastloop.configure(write_cpu=True)
-    try:
-        with_cpu = ab.patched_vs_stock(
-            per_call, ["write_to_fd"], rounds=args.rounds, name="per-call, write_cpu"
+    # Each mode a user can choose: the default samples durations (1 call in
+    # SAMPLE_EVERY timed), FASTLOOP_WRITE_TIMING=every times each call, and
+    # FASTLOOP_WRITE_CPU=1 adds thread CPU time to each.
+    modes: list[tuple[str, dict[str, object]]] = [
+        ("per-call", {}),
+        ("per-call, every call timed", {"write_timing": "every"}),
+        ("per-call, write_cpu", {"write_cpu": True}),
+    ]
+    for name, settings in modes:
+        fastloop.configure(**settings)  # type: ignore[arg-type]
+        try:
+            result = ab.patched_vs_stock(
+                per_call, ["write_to_fd"], rounds=args.rounds, name=name
+            )
+        finally:
+            fastloop.configure(write_timing="sampled", write_cpu=False)
+        added_ns = statistics.median(
+            (b - a) / CALLS * 1e9
+            for a, b in zip(result.a_times, result.b_times, strict=True)
         )
-    finally:
-        fastloop.configure(write_cpu=False)
-    added_cpu_ns = statistics.median(
-        (b - a) / CALLS * 1e9
-        for a, b in zip(with_cpu.a_times, with_cpu.b_times, strict=True)
-    )
-    print(
-        f"{with_cpu}   (added cost per call with FASTLOOP_WRITE_CPU=1: {added_cpu_ns:.0f} ns)"
-    )
-    results.append(
-        with_cpu.to_dict() | {"per_round": CALLS, "added_ns_per_call": added_cpu_ns}
-    )
+        print(
+            f"{result}   (added cost per write_to_fd call: {added_ns:.0f} ns, "
+            "median of paired differences)",
+            flush=True,
+        )
+        results.append(
+            result.to_dict() | {"per_round": CALLS, "added_ns_per_call": added_ns}
+        )
 
     if args.json:
         _results.save(
             args.json,
             "write_overhead",
+            sample_every=SAMPLE_EVERY,
             results=results,
         )
     return 0

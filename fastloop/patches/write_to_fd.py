@@ -33,11 +33,11 @@ there.  With ``write_cpu`` thread CPU time is measured too, so that wall
 minus CPU ("stalled") shows time spent waiting rather than working.
 
 The hot path, an untimed call, bumps the call count, compares it with the
-stream's next timed call and adds the bytes written; the timed path calls
-the stock ``write_to_fd`` between two clock reads and files the duration.
-Process totals are summed from the streams' tallies (``live.WRITE_TO_FD``)
-when asked, and the slow-write threshold is only looked at for a call that
-took long.
+stream's next timed call and adds the bytes written; a timed call also reads
+the clock around the write and files the duration (``filed``, which draws
+the next timed call).  Process totals are summed from the streams' tallies
+(``live.WRITE_TO_FD``) when asked, and the slow-write threshold is only
+looked at for a call that took long.
 
 The stream's counters are one attribute of the stream, ``_fastloop_writes``,
 set on its first write through the registry (``PerObject``), which takes it
@@ -142,7 +142,10 @@ def describe_peer(stream: Any) -> str:
 SLOW_FLOOR_NS = 50_000
 
 #: 1 call in this many is timed (on average) unless every call is asked for.
-#: Measured: FIGURE_PENDING
+#: Why 16: ``python bench/write_overhead.py`` puts the counting every call
+#: pays at ~100 ns and timing at ~200 ns more per timed call, so at 1 in 16
+#: timing adds ~12 ns a call, a tenth of the counting; a longer gap buys
+#: nothing measurable and thins the histogram of a quiet stream.
 SAMPLE_EVERY = 16
 #: log(1 - 1/SAMPLE_EVERY): a geometric draw divides by it.
 _LOG_UNTIMED = math.log1p(-1 / SAMPLE_EVERY)
@@ -164,8 +167,16 @@ def every_call_timed() -> bool:
     )
 
 
+#: Whether timed calls draw the next one at random (else every call is
+#: timed): ``every_call_timed()`` kept current by ``follow_setting``, which
+#: every change of the three settings calls, so a timed call reads one name.
+SAMPLING = not every_call_timed()
+
+
 def follow_setting(value: object) -> None:
     """A timing setting changed: each live stream times its next call (weight 1)."""
+    global SAMPLING
+    SAMPLING = not every_call_timed()
     for tally in WRITE_TO_FD.live():
         tally.weight = 1
         tally.timed_at = 0
@@ -177,22 +188,27 @@ def inlinable(function: Any) -> bool:
     return code is not None and code.co_names == ("socket", "send")
 
 
-#: What the wrappers of one install share: counters_of (a stream's tally,
-#: attached on first need), timed (a call timed), count_failure (a call that
-#: raised).  A plain tuple: this module loads at start-up.
-Recorders = tuple[
-    Callable[[Any], Any],
-    Callable[[Callable[[Any, Any], int], Any, Any, Any], int],
-    Callable[[Any, int, BaseException], None],
-]
-
-
 def count_failure(counters: Any, offered: int, exc: BaseException) -> None:
+    """A call that raised: what it offered, and whether it would have blocked."""
     counters.bytes_offered += offered
     if isinstance(exc, BlockingIOError):
         counters.would_block += 1
     else:
         counters.errors += 1
+
+
+#: What the wrappers of one install share: counters_of (a stream's tally,
+#: attached on first need), filed (a timed call's duration, and the next
+#: one to time), cpu_timed (a call timed for thread CPU too), and filed's
+#: own steps draw_next and after_slow.  A plain tuple: this module loads at
+#: start-up.
+Recorders = tuple[
+    Callable[[Any], Any],
+    Callable[[Any, Any, int, int], None],
+    Callable[[Callable[[Any, Any], int], Any, Any, Any], int],
+    Callable[[Any], None],
+    Callable[[Any, Any, int, int], None],
+]
 
 
 def recorders(streams: PerObject) -> Recorders:
@@ -202,7 +218,7 @@ def recorders(streams: PerObject) -> Recorders:
     ``weight`` (the sampling state); ``bytes_offered`` counts only what goes
     beyond ``bytes_written`` (one update fewer per full write).
     """
-    wall, cpu_time, toss = clock, cpu_clock, coin
+    wall, cpu_time, toss, log = clock, cpu_clock, coin, math.log
     log_slow = SlowWriteLog()
 
     def counters_of(stream: Any) -> Any:
@@ -211,69 +227,72 @@ def recorders(streams: PerObject) -> Recorders:
             counters = streams.setdefault(stream, WRITE_TO_FD.track)
         return counters
 
-    def file_duration(counters: Any, stream: Any, offered: int, elapsed: int) -> None:
+    def draw_next(counters: Any) -> None:
+        """Sampling: the untimed calls before the next timed one are geometric."""
+        counters.weight = SAMPLE_EVERY
+        counters.timed_at = counters.calls + 1 + int(log(1.0 - toss()) / _LOG_UNTIMED)
+
+    def after_slow(stream: Any, counters: Any, offered: int, elapsed: int) -> None:
+        threshold = settings.slow_write_ms
+        if threshold and elapsed > threshold * 1_000_000:
+            counters.slow += 1
+            log_slow(stream, offered, elapsed)
+
+    def filed(counters: Any, stream: Any, offered: int, elapsed: int) -> None:
+        # The same steps as the inlined copy in fast_write_to_fd below.
         weight = counters.weight
         counters.timed_calls += 1
         counters.histogram[elapsed.bit_length()] += weight
         counters.total_ns += elapsed * weight
         if elapsed > counters.max_ns:
             counters.max_ns = elapsed
-        if every_call_timed():
+        if SAMPLING:
+            draw_next(counters)
+        else:
             counters.weight = 1
             counters.timed_at = counters.calls + 1
-        else:  # untimed calls before the next timed one: geometric
-            counters.weight = SAMPLE_EVERY
-            counters.timed_at = (
-                counters.calls + 1 + int(math.log(1.0 - toss()) / _LOG_UNTIMED)
-            )
         if elapsed > SLOW_FLOOR_NS:
-            threshold = settings.slow_write_ms
-            if threshold and elapsed > threshold * 1_000_000:
-                counters.slow += 1
-                log_slow(stream, offered, elapsed)
+            after_slow(stream, counters, offered, elapsed)
 
-    def timed(
+    def cpu_timed(
         original: Callable[[Any, Any], int], stream: Any, data: Any, counters: Any
     ) -> int:
-        """One call of stock ``write_to_fd``, timed (and CPU-timed if asked)."""
-        cpu = settings.write_cpu
-        cpu_start = cpu_time() if cpu else 0
+        """``write_cpu`` on: thread CPU time around the wall-clock window."""
+        offered = len(data)
+        cpu_start = cpu_time()
         start = wall()
         try:
             written = original(stream, data)
         except BaseException as exc:
             elapsed = wall() - start
-            cpu_used = cpu_time() - cpu_start if cpu else 0
-            offered = len(data)
+            cpu_used = cpu_time() - cpu_start
             del data
             count_failure(counters, offered, exc)
-            file_duration(counters, stream, offered, elapsed)
-            if cpu:
-                counters.cpu_ns += cpu_used
-                counters.cpu_calls += 1
+            filed(counters, stream, offered, elapsed)
+            counters.cpu_ns += cpu_used
+            counters.cpu_calls += 1
             raise
         elapsed = wall() - start
-        cpu_used = cpu_time() - cpu_start if cpu else 0
-        offered = len(data)
+        cpu_used = cpu_time() - cpu_start
         del data
         counters.bytes_written += written
         if written != offered:
             counters.bytes_offered += offered - written
             if not written:
                 counters.would_block += 1
-        file_duration(counters, stream, offered, elapsed)
-        if cpu:
-            counters.cpu_ns += cpu_used
-            counters.cpu_calls += 1
+        filed(counters, stream, offered, elapsed)
+        counters.cpu_ns += cpu_used
+        counters.cpu_calls += 1
         return written
 
-    return counters_of, timed, count_failure
+    return counters_of, filed, cpu_timed, draw_next, after_slow
 
 
 def instrument(
     original: Callable[[Any, Any], int], shared: Recorders
 ) -> Callable[[Any, Any], int]:
-    counters_of, timed, failed = shared
+    counters_of, filed, cpu_timed, _, _ = shared
+    wall = clock
 
     # A plain function rather than a wrapt FunctionWrapper: it runs on
     # every write of every stream and the proxy layer costs ~100 ns there
@@ -285,18 +304,32 @@ def instrument(
             counters = counters_of(self)
         calls = counters.calls + 1
         counters.calls = calls
-        if calls >= counters.timed_at:
+        if calls < counters.timed_at:
             try:
-                return timed(original, self, data, counters)
+                written = original(self, data)
+            except BaseException as exc:
+                offered = len(data)
+                del data
+                count_failure(counters, offered, exc)
+                raise
+        elif settings.write_cpu:
+            try:
+                return cpu_timed(original, self, data, counters)
             finally:
                 del data
-        try:
-            written = original(self, data)
-        except BaseException as exc:
-            offered = len(data)
-            del data
-            failed(counters, offered, exc)
-            raise
+        else:
+            start = wall()
+            try:
+                written = original(self, data)
+            except BaseException as exc:
+                elapsed = wall() - start
+                offered = len(data)
+                del data
+                count_failure(counters, offered, exc)
+                filed(counters, self, offered, elapsed)
+                raise
+            elapsed = wall() - start
+            filed(counters, self, len(data), elapsed)
         counters.bytes_written += written
         if written != len(data):
             counters.bytes_offered += len(data) - written
@@ -314,9 +347,10 @@ def inline(
     original: Callable[[Any, Any], int], shared: Recorders
 ) -> Callable[[Any, Any], int]:
     # IOStream, the stream of every TCP connection: stock's one line is
-    # inlined in the untimed path, which saves a Python frame per write
-    # (bench/write_overhead.py).
-    counters_of, timed, failed = shared
+    # inlined, which saves a Python frame per write, and so is filed() for a
+    # timed call, another (bench/write_overhead.py).
+    counters_of, filed, cpu_timed, draw_next, after_slow = shared
+    wall = clock
 
     def fast_write_to_fd(self: Any, data: Any) -> int:
         try:
@@ -325,18 +359,44 @@ def inline(
             counters = counters_of(self)
         calls = counters.calls + 1
         counters.calls = calls
-        if calls >= counters.timed_at:
+        if calls < counters.timed_at:
             try:
-                return timed(original, self, data, counters)
+                written: int = self.socket.send(data)
+            except BaseException as exc:
+                offered = len(data)
+                del data  # as stock: no live memoryview export (tornado PR 2008)
+                count_failure(counters, offered, exc)
+                raise
+        elif settings.write_cpu:
+            try:
+                return cpu_timed(original, self, data, counters)
             finally:
                 del data
-        try:
-            written: int = self.socket.send(data)
-        except BaseException as exc:
-            offered = len(data)
-            del data  # as stock: no live memoryview export (tornado PR 2008)
-            failed(counters, offered, exc)
-            raise
+        else:
+            start = wall()
+            try:
+                written = self.socket.send(data)
+            except BaseException as exc:
+                elapsed = wall() - start
+                offered = len(data)
+                del data
+                count_failure(counters, offered, exc)
+                filed(counters, self, offered, elapsed)
+                raise
+            elapsed = wall() - start
+            weight = counters.weight
+            counters.timed_calls += 1
+            counters.histogram[elapsed.bit_length()] += weight
+            counters.total_ns += elapsed * weight
+            if elapsed > counters.max_ns:
+                counters.max_ns = elapsed
+            if SAMPLING:
+                draw_next(counters)
+            else:
+                counters.weight = 1
+                counters.timed_at = calls + 1
+            if elapsed > SLOW_FLOOR_NS:
+                after_slow(self, counters, len(data), elapsed)
         counters.bytes_written += written
         if written != len(data):
             counters.bytes_offered += len(data) - written
