@@ -61,7 +61,14 @@ def check(result, workers):
     assert total["bytes_written"] == sum(
         p["write_to_fd"]["bytes_written"] for p in parts
     )
-    assert total["calls"] == sum(n for _, n in total["histogram"])
+    # Counts are exact and add; the histogram holds weighted (estimated)
+    # counts of the timed calls, and those add too.
+    for key in ("calls", "timed_calls"):
+        assert total[key] == sum(p["write_to_fd"][key] for p in parts)
+    assert sum(n for _, n in total["histogram"]) == sum(
+        n for p in parts for _, n in p["write_to_fd"]["histogram"]
+    )
+    assert 0 < total["timed_calls"] <= total["calls"]
     assert 0 < total["p50_ns"] <= total["p99_ns"] <= total["max_ns"]
     # Each process says what it runs; the total counts processes per patch.
     assert result["total"]["processes"] == len(parts)
