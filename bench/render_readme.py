@@ -143,7 +143,6 @@ def render() -> str:
         "![fastloop/stock per workload](bench/results/bench.png)",
         "",
         *apps,
-        *_poll_default_rows(),
         "Added cost per `write_to_fd` call (`bench/write_overhead.py`: median of paired "
         "differences on a stream whose `send` returns at once, "
         "`bench/results/write_overhead.json`): "
@@ -323,7 +322,6 @@ APPS = (
     ("http_busy.json", "Tornado HTTP server under wrk", "beside a busy thread"),
     ("dask.json", "dask LocalCluster", "idle"),
     ("dask_busy.json", "dask LocalCluster", "busy worker"),
-    ("dask_idle_ablation.json", "dask LocalCluster", "idle, one opt-in patch"),
 )
 
 
@@ -356,27 +354,6 @@ def _app_rows() -> list[str]:
     if within:
         lines += ["", f"Within noise (the interval contains 1.0): {', '.join(within)}."]
     return [*lines, ""]
-
-
-def _poll_default_rows() -> list[str]:
-    """Why ``poll`` is opt-in: the run that had it in the default set."""
-    path = RESULTS / "dask_busy_poll_in_default.json"
-    if not path.exists():
-        return []
-    data = _load(path.name)
-    row = next(
-        r for r in data["results"] if r["b"] == "FASTLOOP=1" and "p50" in r["name"]
-    )
-    patches = ", ".join(data["worker_patches"]["FASTLOOP=1"][0])
-    return [
-        "Why `poll` is not in the default set: with it there (`FASTLOOP=1` was "
-        f"{patches}), the busy dask worker's {row['name']} took "
-        f"{_interval(row)} of stock's time over {row['rounds']} rounds "
-        "(`bench/results/dask_busy_poll_in_default.json`): a loop that keeps "
-        "the GIL also delays the threads it hands work to (the actor runs in "
-        "the worker's executor).",
-        "",
-    ]
 
 
 def render_gil() -> str:
