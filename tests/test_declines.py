@@ -84,11 +84,11 @@ def test_an_unknown_shape_is_one_line_and_no_change(monkeypatch, caplog):
     assert "call_soon_threadsafe changed" in (fastloop.available()["wakeup"] or "")
     with caplog.at_level(logging.INFO, logger="fastloop"):
         assert fastloop.install(["wakeup"]) == frozenset()
-    lines = [r.getMessage() for r in caplog.records if r.name == "fastloop"]
-    assert len(lines) == 1
-    assert "'wakeup' declined" in lines[0]
-    assert "call_soon_threadsafe" in lines[0]
-    assert caplog.records[0].levelno == logging.WARNING  # asked for by name
+    records = [r for r in caplog.records if r.name == "fastloop"]
+    assert len(records) == 1
+    assert "'wakeup' declined" in records[0].getMessage()
+    assert "call_soon_threadsafe" in records[0].getMessage()
+    assert records[0].levelno == logging.WARNING  # asked for by name
     assert selector_events.BaseSelectorEventLoop.__dict__["_write_to_self"] is write
 
 
