@@ -19,7 +19,12 @@ import pytest
 from tornado.ioloop import IOLoop
 
 import fastloop
-from tests_support import current_loop, differential
+from tests_support import (
+    ThreadSafeHandle314,
+    current_loop,
+    differential,
+    simulate_python_314,
+)
 
 BOTH = ["add_callback", "wakeup"]
 producer_id: contextvars.ContextVar[int] = contextvars.ContextVar(
@@ -265,6 +270,57 @@ def test_call_soon_threadsafe_writes_once_per_pending_wakeup():
     assert (queued.wakeup.requested, queued.wakeup.written) == (3_000, 1)
     assert reads == [1]
     assert (after.wakeup.requested, after.wakeup.written) == (3_001, 2)
+
+
+def test_call_soon_threadsafe_of_3_14s_shape_still_writes_once(monkeypatch):
+    """gh-128340: 3.14 appends a _ThreadSafeHandle itself, then wakes; same flag."""
+    simulate_python_314(monkeypatch)
+    assert fastloop.available()["wakeup"] is None  # the shape is recognised
+    made = ThreadSafeHandle314.made
+    with fastloop.patched(["wakeup"]) as active:
+        assert "wakeup" in active
+        queued, reads, after = held_loop_burst(3_000, 3, use_ioloop=False)
+    # The 3.14 path ran: the burst, plus the harness's start, call and stop.
+    assert ThreadSafeHandle314.made - made == 3_003
+    assert (queued.wakeup.requested, queued.wakeup.written) == (3_000, 1)
+    assert reads == [1]
+    assert (after.wakeup.requested, after.wakeup.written) == (3_001, 2)
+
+
+@pytest.mark.parametrize("patches", [[], ["wakeup"]], ids=["stock", "patched"])
+def test_call_soon_threadsafe_of_3_14s_shape_runs_all_in_order(monkeypatch, patches):
+    """Producers queue while the loop is held: each handle runs once, in order."""
+    simulate_python_314(monkeypatch)
+    producers, per_producer = 3, 500
+    with fastloop.patched(patches):
+        runner = HeldLoopThread()
+        seen: list[tuple[int, int, int]] = []
+        all_ran = threading.Event()
+
+        def record(who: int, seq: int) -> None:
+            seen.append((who, seq, producer_id.get()))
+            if len(seen) == producers * per_producer:
+                all_ran.set()
+
+        def produce(who: int) -> None:
+            producer_id.set(who)
+            for seq in range(per_producer):
+                runner.loop.call_soon_threadsafe(record, who, seq)
+
+        try:
+            threads = [
+                threading.Thread(target=produce, args=(who,))
+                for who in range(producers)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            runner.release()
+        assert all_ran.wait(60)
+        runner.stop()
+    check_stress(seen, producers, per_producer)
 
 
 def test_stock_reference_writes_once_per_call():

@@ -9,6 +9,8 @@ import os
 import re
 import site
 import sysconfig
+import threading
+from asyncio import base_events, events
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -128,3 +130,49 @@ def declared_metrics(section: Any) -> list[str]:
         elif isinstance(field.metric, str):
             names.append(field.metric)
     return list(dict.fromkeys(names))
+
+
+class ThreadSafeHandle314(asyncio.Handle):
+    """Stands in for CPython 3.14's ``events._ThreadSafeHandle`` (gh-128340):
+    a Handle whose cancel and run are serialised by an RLock.  Counts its
+    instances, so a test can tell that the 3.14 path ran."""
+
+    __slots__ = ("_lock",)
+    made = 0
+
+    def __init__(self, callback: Any, args: Any, loop: Any, context: Any = None):
+        super().__init__(callback, args, loop, context)
+        self._lock = threading.RLock()
+        type(self).made += 1
+
+    def cancel(self) -> None:
+        with self._lock:
+            super().cancel()
+
+    def _run(self) -> None:
+        with self._lock:
+            if not self._cancelled:
+                super()._run()
+
+
+def call_soon_threadsafe_314(self: Any, callback: Any, *args: Any, context=None):
+    """``BaseEventLoop.call_soon_threadsafe`` as CPython 3.14 shapes it: the
+    handle is built and appended to ``_ready`` here, not by ``_call_soon``,
+    and only then is the loop woken."""
+    self._check_closed()
+    if self._debug:
+        self._check_callback(callback, "call_soon_threadsafe")
+    handle = events._ThreadSafeHandle(callback, args, self, context)
+    self._ready.append(handle)
+    if handle._source_traceback:
+        del handle._source_traceback[-1]
+    self._write_to_self()
+    return handle
+
+
+def simulate_python_314(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Give this interpreter's asyncio 3.14's ``call_soon_threadsafe``."""
+    monkeypatch.setattr(events, "_ThreadSafeHandle", ThreadSafeHandle314, raising=False)
+    monkeypatch.setattr(
+        base_events.BaseEventLoop, "call_soon_threadsafe", call_soon_threadsafe_314
+    )

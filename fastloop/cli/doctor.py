@@ -90,9 +90,10 @@ def _verdicts(loop: str) -> tuple[dict[str, str | None], dict[str, str]]:
     """Each patch's check() under ``loop``, and those off there by design.
 
     A patch that applies under asyncio's loop and declines under uvloop is a
-    supported set-up (uvloop already does that work), not a failure.
+    supported set-up (uvloop already does that work), not a failure; so is a
+    patch that declines for want of a GIL on a free-threaded build.
     """
-    from fastloop.patches import registry
+    from fastloop.patches import NO_GIL, registry
 
     # Patches active here are taken off for the look: check() reads the
     # stock internals, not fastloop's replacements.  Importing the targets
@@ -101,10 +102,16 @@ def _verdicts(loop: str) -> tuple[dict[str, str | None], dict[str, str]]:
     with registry.suspended():
         with _policy(loop):
             verdicts = {name: registry.check(name) for name in registry.known()}
-        by_design: dict[str, str] = {}
+        by_design = {
+            name: why
+            for name, why in verdicts.items()
+            if why is not None and why.startswith(NO_GIL)
+        }
         if loop == "uvloop":
             with _policy("asyncio"):
                 for name, why in verdicts.items():
+                    if name in by_design:
+                        continue
                     if why is not None and registry.check(name) is None:
                         by_design[name] = why
     return verdicts, by_design
@@ -115,12 +122,13 @@ def diagnose(
 ) -> dict[str, Any]:
     """What applies here, and why not; ``loop`` answers for an app running it."""
     import platform
+    import sysconfig
 
     import fastloop
     from fastloop import config
     from fastloop.cli import run
     from fastloop.observers import watchdog
-    from fastloop.patches import registry
+    from fastloop.patches import gil_enabled, registry
 
     env = dict(os.environ if environ is None else environ)
     requested, problems = config.patches_from_environ(
@@ -149,6 +157,10 @@ def diagnose(
         "versions": {
             "fastloop": fastloop.__version__,
             **{name: _version(name) for name in ("tornado", "uvloop")},
+        },
+        "build": {
+            "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+            "gil_enabled": gil_enabled(),
         },
         "loop": loop,
         "event_loop": loop_class,
@@ -194,10 +206,36 @@ def _switch_line(report: dict[str, Any]) -> str:
     )
 
 
+def _build_line(build: dict[str, bool]) -> str:
+    if build["gil_enabled"]:
+        return "GIL enabled" + (
+            " (a free-threaded build running with its GIL)"
+            if build["free_threaded"]
+            else ""
+        )
+    return (
+        "free-threaded, GIL disabled: the patches that rely on the GIL are off "
+        "(see below)"
+    )
+
+
+def _verdict(report: dict[str, Any], name: str, why: str | None) -> str:
+    from fastloop.patches import NO_GIL
+
+    if why is None:
+        return "ok"
+    if name not in report["off_by_design"]:
+        return f"declines: {why}"
+    if why.startswith(NO_GIL):
+        return f"off, by design: {why}"
+    return f"off under {report['loop']}, by design: {why}"
+
+
 def render(report: dict[str, Any]) -> str:
     versions = report["versions"]
     lines = [
         f"python        {report['python']} ({report['executable']})",
+        f"build         {_build_line(report['build'])}",
         "versions      "
         + ", ".join(f"{k} {v or 'not installed'}" for k, v in versions.items()),
         f"event loop    {report['loop']}: {report['event_loop']}",
@@ -220,13 +258,7 @@ def render(report: dict[str, Any]) -> str:
     ]
     for name, why in report["patches"].items():
         mark = "requested" if name in report["requested"] else "not requested"
-        if why is None:
-            verdict = "ok"
-        elif name in report["off_by_design"]:
-            verdict = f"off under {report['loop']}, by design: {why}"
-        else:
-            verdict = f"declines: {why}"
-        lines.append(f"  {name:<16}{verdict} ({mark})")
+        lines.append(f"  {name:<16}{_verdict(report, name, why)} ({mark})")
     lines.append("settings")
     for variable, value in report["settings"].items():
         lines.append(f"  {variable:<29}{value}")

@@ -12,6 +12,7 @@ other fastloop module.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -27,6 +28,21 @@ RECORDS = (
     ("poll", "asyncio.selector_events", f"{__name__}.poll", False),
     ("switchinterval", "tornado.ioloop", f"{__name__}.switchinterval", True),
 )
+
+#: How every decline for want of a GIL starts (``fastloop doctor`` tells
+#: those apart: off by design in this build, not a failure).
+NO_GIL = "no GIL in this build (free-threaded)"
+
+
+def gil_enabled() -> bool:
+    """False on a free-threaded build running without its GIL (3.13t and later)."""
+    is_enabled = getattr(sys, "_is_gil_enabled", None)
+    return True if is_enabled is None else bool(is_enabled())
+
+
+def needs_gil(why: str) -> str | None:
+    """A ``check()``'s decline where there is no GIL (``why``: what relies on it)."""
+    return None if gil_enabled() else f"{NO_GIL}: {why}"
 
 
 class Patch:

@@ -50,6 +50,21 @@ for IOLoop subclasses that override ``_run_callback``, and for loops this
 patch does not know (a proactor loop, Tornado's proxy loops): those are
 declined one by one, with a reason on logger ``fastloop``.  Loops without
 a ``_ready`` deque (uvloop) get one handle per callback, minus the partial.
+
+CPython 3.14 changes nothing here.  Its ``call_soon_threadsafe`` appends a
+``_ThreadSafeHandle`` to ``_ready`` itself instead of calling
+``_call_soon`` (gh-128340): still one entry behind the batch, so the
+ordering argument holds.  That handle's lock makes ``cancel()`` from
+another thread safe against ``_run``; a batch is never handed out, so
+nothing can cancel it.  ``_run_once``, the ``Handle`` slots and Tornado's
+``add_callback`` are what ``check()`` reads, and they are 3.13's.
+
+Free-threaded builds (no GIL): declined.  A producer reads the ready
+queue's tail (``ready[-1] if ready``) while the loop thread pops it, which
+is atomic only because no thread switch falls between those bytecodes
+under the GIL; the counters are atomic only under the GIL
+(``fastloop.telemetry.live``).  Arguing each step again for the
+free-threaded runtime, and testing it, is work not done: stock it is.
 """
 
 from __future__ import annotations
@@ -66,7 +81,7 @@ from contextvars import copy_context
 from types import ModuleType
 from typing import Any
 
-from fastloop.patches import Patch, registry
+from fastloop.patches import Patch, needs_gil, registry
 from fastloop.patches._callback_batches import CallbackBatch, RemoteBatch, run_lone
 from fastloop.patches.changes import Change, PerObject, Swap
 from fastloop.runtime import fork
@@ -111,6 +126,12 @@ _HANDLE_SLOTS = (
 
 def check(module: ModuleType) -> str | None:
     """Refuse unless Tornado and asyncio look exactly like the code we replace."""
+    no_gil = needs_gil(
+        "add_callback relies on the GIL's atomicity for reading the ready "
+        "queue's tail while the loop thread pops it, and for its counters"
+    )
+    if no_gil is not None:
+        return no_gil
     base = getattr(module, "BaseAsyncIOLoop", None)
     if base is None:
         return "tornado.platform.asyncio.BaseAsyncIOLoop is missing"

@@ -57,6 +57,11 @@ monotonic clocks (a forked child's thread CPU clock restarts, which at
 worst makes its first decision "contended").  The gate holds its
 selector weakly: a strong reference would be a cycle through the
 selector's ``__dict__``, which Tornado's own suite rejects.
+
+A free-threaded build running without its GIL has no GIL for a poll to
+keep: the patch declines there.  CPython 3.14's ``_run_once`` polls as
+3.13's does; an ``EpollSelector.select`` spelled otherwise than the two
+``_STOCK_SPELLINGS`` declines.
 """
 
 from __future__ import annotations
@@ -74,7 +79,7 @@ from types import ModuleType
 from typing import Any
 
 from fastloop.config import settings
-from fastloop.patches import Patch, registry
+from fastloop.patches import Patch, needs_gil, registry
 from fastloop.patches.changes import Change, PerObject, Swap
 from fastloop.runtime import waits
 from fastloop.telemetry.live import GIL, POLL
@@ -159,6 +164,9 @@ _STOCK_SPELLINGS = (
 
 
 def check(module: ModuleType) -> str | None:
+    no_gil = needs_gil("no GIL for zero-timeout polls to keep")
+    if no_gil is not None:
+        return no_gil
     cls = getattr(module, "BaseSelectorEventLoop", None)
     if cls is None:
         return "asyncio.selector_events.BaseSelectorEventLoop is missing"

@@ -37,7 +37,7 @@ from types import ModuleType
 from typing import Any
 
 from fastloop.config import AUTO, settings
-from fastloop.patches import Patch, registry
+from fastloop.patches import Patch, needs_gil, registry
 from fastloop.patches._switch_controller import Controller
 from fastloop.patches.changes import Change, Swap
 from fastloop.runtime import fork
@@ -49,20 +49,15 @@ log = logging.getLogger("fastloop")
 CPYTHON_DEFAULT_S = 0.005
 
 
-def gil_enabled() -> bool:
-    """False on a free-threaded build running without its GIL (3.13t and later)."""
-    is_enabled = getattr(sys, "_is_gil_enabled", None)
-    return True if is_enabled is None else bool(is_enabled())
-
-
 def check(module: ModuleType) -> str | None:
     """``module`` is ``tornado.ioloop``: the loops the interval serves are
     Tornado's, so the patch applies when they can exist (and an interval the
     application set before importing Tornado is its own choice)."""
     if not callable(getattr(sys, "setswitchinterval", None)):
         return "sys.setswitchinterval is missing"
-    if not gil_enabled():
-        return "no GIL in this build (free-threaded): no switch interval to manage"
+    no_gil = needs_gil("no switch interval to manage")
+    if no_gil is not None:
+        return no_gil
     found = sys.getswitchinterval()
     if abs(found - CPYTHON_DEFAULT_S) > 1e-9:
         return (

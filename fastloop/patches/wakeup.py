@@ -21,6 +21,25 @@ and write a byte that the same drain then swallows, leaving the flag set
 with an empty pipe, and every later producer would skip its write while
 the loop sleeps.
 
+CPython 3.14: kept, not declined.  Its ``call_soon_threadsafe``
+(gh-128340) no longer goes through ``_call_soon``: it builds an
+``events._ThreadSafeHandle`` (a ``Handle`` whose ``cancel``/``_run`` take
+an ``RLock``) and appends it to ``_ready`` itself, then calls
+``_write_to_self``.  The argument above needs only that the handle is in
+``_ready`` before ``_write_to_self`` runs, and that ``_run_once`` computes
+its timeout from ``_ready`` before it polls; both hold in 3.14 as in
+3.10-3.13, and the handle's lock guards cancel-versus-run, which this
+patch never touches.  So ``check()`` accepts exactly those two shapes of
+``call_soon_threadsafe`` (queue, then wake) and declines any other.
+
+Free-threaded builds (no GIL): declined.  Without the GIL, a skipped
+write is safe only if the loop thread, after releasing the flag, sees the
+handle the producer appended before it found the flag taken: a memory
+ordering argument across a ``deque`` and a ``Lock`` that we have not made
+for the free-threaded runtime and cannot test here, and the counters are
+atomic only under the GIL (``fastloop.telemetry.live``).  Stock wakes the
+loop with a syscall per call, which needs no such argument.
+
 The reader registered for the self-pipe is bound when the loop is created,
 so a loop created before ``install()`` still runs the stock
 ``_read_from_self`` and would never clear the flag: such loops are detected
@@ -54,7 +73,7 @@ from asyncio import events
 from types import ModuleType
 from typing import Any
 
-from fastloop.patches import Patch, registry
+from fastloop.patches import Patch, needs_gil, registry
 from fastloop.patches.changes import Change, PerObject, Swap
 from fastloop.runtime import fork
 from fastloop.telemetry.live import WAKEUP
@@ -75,10 +94,53 @@ class WakeupState:
         self.pending = threading.Lock()
 
 
+#: What ``call_soon_threadsafe`` does before its ``self._write_to_self()``
+#: to queue the handle: ``self._call_soon(...)`` (3.10-3.13), or append an
+#: ``events._ThreadSafeHandle`` to ``self._ready`` itself (3.14, gh-128340).
+QUEUE_THEN_WAKE = (
+    ("_call_soon",),
+    ("_ThreadSafeHandle", "_ready", "append"),
+)
+
+
+def _first_uses(function: Any) -> list[str]:
+    """The global and attribute names ``function`` uses, in order of first use.
+
+    ``co_names`` is filled as the compiler meets each name, in source order:
+    a fingerprint of what comes before what, read without ``dis`` (start-up).
+    """
+    return list(getattr(getattr(function, "__code__", None), "co_names", ()))
+
+
+def queues_then_wakes(function: Any) -> bool:
+    """Whether ``call_soon_threadsafe`` is a shape that queues, then wakes."""
+    names = _first_uses(function)
+    if "_write_to_self" not in names:
+        return False
+    before = names[: names.index("_write_to_self")]
+    return any(all(name in before for name in shape) for shape in QUEUE_THEN_WAKE)
+
+
 def check(module: ModuleType) -> str | None:
+    no_gil = needs_gil(
+        "wakeup relies on the GIL's atomicity for a skipped write (the handle "
+        "appended before the pending flag is seen taken) and for its counters"
+    )
+    if no_gil is not None:
+        return no_gil
     cls = getattr(module, "BaseSelectorEventLoop", None)
     if cls is None:
         return "asyncio.selector_events.BaseSelectorEventLoop is missing"
+    if not queues_then_wakes(getattr(cls, "call_soon_threadsafe", None)):
+        return (
+            "BaseEventLoop.call_soon_threadsafe changed: not a shape known to "
+            "queue its handle before _write_to_self"
+        )
+    run_once = _first_uses(getattr(cls, "_run_once", None))
+    if not {"_ready", "select"} <= set(run_once) or run_once.index(
+        "_ready"
+    ) > run_once.index("select"):
+        return "BaseEventLoop._run_once no longer reads _ready before it polls"
     needs = {
         "_write_to_self": {"_csock", "send"},
         "_read_from_self": {"_ssock", "recv", "_process_self_data"},
