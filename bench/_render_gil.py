@@ -151,6 +151,35 @@ def render(results: Path) -> list[str]:
         verdicts += [
             (f"echo, {s['name']}", s["per_phase"][0]) for s in rate["scenarios"]
         ]
+    compute = load("gil_echo_compute.json")
+    if compute:
+        lines += [
+            "Compute throughput is the noisiest figure here; the same scenario again "
+            f"with {compute['rounds']} rounds of only "
+            f"{', '.join(compute['arms'])} (`bench/results/gil_echo_compute.json`):",
+            "",
+            *_echo_rate(compute),
+            "",
+        ]
+        verdicts += [
+            (f"echo, {s['name']}, {compute['rounds']} rounds", s["per_phase"][0])
+            for s in compute["scenarios"]
+        ]
+    against = load("gil_echo_auto_vs_50.json")
+    if against:
+        (scenario,) = against["scenarios"]
+        base, other = list(against["arms"])
+        row = scenario["per_phase"][0][other]
+        lines += [
+            f"`{other}` against the shortest fixed interval, {base}, "
+            f"{scenario['name']}, {against['rounds']} rounds "
+            "(`bench/results/gil_echo_auto_vs_50.json`): p50 "
+            f"{_ms(scenario['per_phase'][0][base]['p50_s'])} and "
+            f"{_ms(row['p50_s'])}, {other}/{base} "
+            f"{_ratio(row['p50_s_vs_stock'])}; compute {other}/{base} "
+            f"{_ratio(row['compute_per_s_vs_stock'])}.",
+            "",
+        ]
     closed = load("gil_echo_closed.json")
     if closed:
         lines += [

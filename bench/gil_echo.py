@@ -231,9 +231,11 @@ def one_run(
 def summarize(
     runs: dict[str, list[dict[str, Any]]], phase: int
 ) -> dict[str, dict[str, Any]]:
-    """Per arm: medians, and ratios to stock paired by round, for one phase."""
+    """Per arm: medians, and ratios to stock paired by round, for one phase
+    (to the first arm when stock is not run: ``--arms "50 us,auto"``)."""
     rows = {}
-    stock = [run["phases"][phase] for run in runs["stock"]]
+    baseline = "stock" if "stock" in runs else next(iter(runs))
+    stock = [run["phases"][phase] for run in runs[baseline]]
     for arm, arm_runs in runs.items():
         mine = [run["phases"][phase] for run in arm_runs]
         row: dict[str, Any] = {
