@@ -11,6 +11,10 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms" if seconds < 0.1 else f"{seconds * 1e3:.0f} ms"
 
 
+def _threads(n: int) -> str:
+    return f"{n} thread{'' if n == 1 else 's'}"
+
+
 def _ratio(result: dict[str, Any] | None) -> str:
     if not result:
         return ""
@@ -66,7 +70,9 @@ def _echo_closed(data: dict[str, Any]) -> list[str]:
     scenarios = data["scenarios"]
     lines = [
         "| arm |"
-        + "".join(f" {s['phases'][0]} threads: req/s | vs stock |" for s in scenarios),
+        + "".join(
+            f" {_threads(s['phases'][0])}: req/s | vs stock |" for s in scenarios
+        ),
         "|---|" + "--:|---|" * len(scenarios),
     ]
     for arm in scenarios[0]["per_phase"][0]:
@@ -172,7 +178,7 @@ def render(results: Path) -> list[str]:
         row = scenario["per_phase"][0][other]
         lines += [
             f"`{other}` against the shortest fixed interval, {base}, "
-            f"{scenario['name']}, {against['rounds']} rounds "
+            f"beside {_threads(scenario['phases'][0])}, {against['rounds']} rounds "
             "(`bench/results/gil_echo_auto_vs_50.json`): p50 "
             f"{_ms(scenario['per_phase'][0][base]['p50_s'])} and "
             f"{_ms(row['p50_s'])}, {other}/{base} "
