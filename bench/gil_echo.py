@@ -312,7 +312,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = [("phased", list(PHASES), 0.0)]
     else:
         settings = [
-            (f"{t} threads", [int(t)], WARMUP_S) for t in args.threads.split(",")
+            (f"{t} thread{'' if t == '1' else 's'}", [int(t)], WARMUP_S)
+            for t in args.threads.split(",")
         ]
     scenarios = []
     for name, phases, warm in settings:
