@@ -115,7 +115,9 @@ def one_run(
         server.terminate()
         server.wait()
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    p99 = _ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    # The distribution's own line: "+/- Stdev" columns such as "85.99%" end
+    # in "99%" too.
+    p99 = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
     requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     return {
         "rps": rps,
