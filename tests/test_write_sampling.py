@@ -237,6 +237,17 @@ def test_processes_in_different_modes_merge_into_one_estimate(clock):
     assert writes.timing.startswith("1 in 2 calls timed")
 
 
+def test_timing_in_words_when_nearly_every_call_was_timed():
+    # Short-lived streams (a connection per request) have their first call
+    # timed each: "1 in 1" would read as every call, so the counts are given.
+    from fastloop.telemetry.schema import WriteStats, timing_of
+
+    nearly = WriteStats.from_dict({"calls": 1862, "timed_calls": 1847})
+    assert timing_of(nearly) == "1,847 of 1,862 calls timed"
+    every = WriteStats.from_dict({"calls": 10, "timed_calls": 10})
+    assert timing_of(every) == "every call timed"
+
+
 def test_a_streams_first_call_is_timed(clock):
     with fastloop.patched(PATCH):
         stats = write_all([3], clock)
