@@ -713,3 +713,42 @@ def test_forked_child_starts_clean():
         loop.close()
     assert child_code == b"0"
     assert parent_ran == ["parent"]
+
+
+def test_a_finalizer_that_adds_a_callback_mid_call_neither_deadlocks_nor_loses_it(
+    monkeypatch,
+):
+    # distributed's Future.__del__ calls add_callback, and a task thread's
+    # allocation inside add_callback can run it (seen as a hang of
+    # test_actor.py::test_worker_actions): the nested call comes on the same
+    # thread while the outer one holds the batch lock.  Simulated exactly:
+    # the batch's own allocation runs the "finalizer".
+    from fastloop.patches import add_callback as patch
+
+    ran: list[str] = []
+    held = HeldLoopThread()
+    try:
+        with fastloop.patched(["add_callback"]):
+
+            class FinalizingBatch(patch.RemoteBatch):
+                __slots__ = ()
+                nested = True
+
+                def __init__(self, *args, **kwargs):
+                    if FinalizingBatch.nested:
+                        FinalizingBatch.nested = False
+                        held.io.add_callback(ran.append, "from the finalizer")
+                    super().__init__(*args, **kwargs)
+
+            monkeypatch.setattr(patch, "RemoteBatch", FinalizingBatch)
+            producer = threading.Thread(
+                target=held.io.add_callback, args=(ran.append, "outer"), daemon=True
+            )
+            producer.start()
+            producer.join(30)
+            assert not producer.is_alive(), "add_callback deadlocked on its own lock"
+            held.release()
+            assert held.call(lambda: list(ran)) == ["from the finalizer", "outer"]
+    finally:
+        held.release()
+        held.stop()

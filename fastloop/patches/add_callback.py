@@ -105,12 +105,17 @@ class LoopState:
         #: Loop iterations so far (bumped once per iteration on the loop thread).
         self.iteration = 0
         #: Guards RemoteBatch appends against the loop starting that batch.
-        self.lock = threading.Lock()
+        #: Reentrant: an allocation under it can run a finalizer that calls
+        #: add_callback on the same thread (distributed's ``Future.__del__``
+        #: does, from a task thread), which a plain Lock would deadlock and
+        #: stock's lock-free ``call_soon_threadsafe`` survives; the nested
+        #: call then queues first, as it does in stock.
+        self.lock = threading.RLock()
         fork.in_child(self.reset_after_fork)
 
     def reset_after_fork(self) -> None:
         """A producer thread of the parent may have held the lock: not ours."""
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
 
 
 _HANDLE_SLOTS = (
