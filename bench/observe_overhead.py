@@ -42,10 +42,10 @@ SCALES = {"onloop-chain": 200_000, "echo-64B": 20_000}
 
 def arms(name: str) -> dict[str, Callable[[], float]]:
     workload = workloads.WORKLOADS[name]
-    scale = SCALES[name]
+    count = workloads.Slice.count(SCALES[name])  # a fixed count, one batch
 
     def bare() -> float:
-        return workload.run(asyncio.run, scale)
+        return workload.run(asyncio.run, count).seconds
 
     def other_thread() -> float:
         parked = threading.Event()
@@ -59,11 +59,11 @@ def arms(name: str) -> dict[str, Callable[[], float]]:
 
     def watched() -> float:
         with fastloop.watch():
-            return workload.run(asyncio.run, scale)
+            return workload.run(asyncio.run, count).seconds
 
     def profiled() -> float:
         with fastloop.profile(interval_ms=10):
-            return workload.run(asyncio.run, scale)
+            return workload.run(asyncio.run, count).seconds
 
     return {
         "bare": bare,

@@ -39,12 +39,22 @@ def test_bench_quick_one_workload_writes_json(tmp_path):
         "fastloop/limit",
     ]
     assert "; took " in result.stdout.splitlines()[-1]
-    assert "[1/1] onloop-burst" in result.stderr  # progress is visible
+    # A pipe is no terminal: the plan first, then one finished line per
+    # workload, each ending in a newline, nothing rewritten in place.
+    assert "\r" not in result.stderr and "\x1b" not in result.stderr
+    lines = result.stderr.split("\n")
+    assert lines[0].startswith("fastloop bench: 1 workload x ")
+    assert lines[0].endswith(" s planned")  # said before the first round
+    assert lines[1].startswith("[1/1] onloop-burst: 7 rounds, fastloop/stock ")
+    assert lines[2:] == [""]
     data = json.loads(out.read_text())
     (row,) = data["workloads"]
     assert row["name"] == "onloop-burst"
     assert row["patched_vs_stock"]["rounds"] == 7
-    assert set(row["median_s"]) >= {"stock", "patched", "limit"}
+    assert set(row["per_op_s"]) >= {"stock", "patched", "limit"}
+    assert all(len(ops) == 7 for ops in row["ops"].values())
+    assert min(min(ops) for ops in row["ops"].values()) >= row["floor"]
+    assert data["slice_s"] == 0.1 and data["planned_s"] > 0
     assert row["patched_vs_stock"]["low"] <= row["patched_vs_stock"]["ratio"]
 
 
@@ -195,8 +205,8 @@ def test_bench_help_says_what_it_means(capsys):
         cli.main(["bench", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "95% intervals" in text and "%%" not in text
-    full, quick = bench.MEASURED_SECONDS["full"], bench.MEASURED_SECONDS["quick"]
-    assert f"{full} s for all workloads, {quick} s with --quick" in text
+    assert f"a {bench.SLICE_S:.2f} s time slice" in text
+    assert "prints its planned duration before it starts" in text
 
 
 def test_min_rounds_is_the_fewest_that_bound_the_median():

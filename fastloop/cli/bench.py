@@ -3,8 +3,12 @@
 Every workload runs its arms interleaved in each round: stock and patched
 always; the bare-asyncio limit where one exists; and, when uvloop is
 installed and the loop is asyncio's, stock uvloop and uvloop + fastloop
-(the alternative a user would pick).  Ratios are medians of per-round
-ratios with distribution-free 95% intervals (``fastloop.ab``).
+(the alternative a user would pick).  Each arm's round is a time slice
+(``_workloads.Slice``): it runs its workload in batches until the slice has
+passed and a floor of operations is done, and what it yields is the time
+per operation.  Ratios are medians of per-round ratios of those times with
+distribution-free 95% intervals (``fastloop.ab``); the run's length is
+the plan's (``_plan.Plan``), whatever an arm's speed.
 """
 
 from __future__ import annotations
@@ -12,22 +16,25 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fastloop.cli._arguments import Commands, names
 
 if TYPE_CHECKING:
-    from fastloop import ab
-    from fastloop.cli._workloads import Runner, Workload
+    from fastloop.cli._plan import Plan, Progress
+    from fastloop.cli._workloads import Round, Runner, Slice, Workload
 
 QUICK_ROUNDS = 7
 FULL_ROUNDS = 21
-#: Wall time of `fastloop bench` and `--quick`, all workloads, with uvloop
-#: arms, on the 2-core VM of the README's results: "full" is the "seconds"
-#: that run wrote to bench/results/bench.json, "quick" was timed beside it.
-MEASURED_SECONDS = {"full": 171, "quick": 57}
+WARMUP_ROUNDS = 1
+#: Each arm's round runs its workload for this long (then finishes its batch).
+SLICE_S = 0.1
+#: What a round costs beside its slice: the loop's and threads' set-up and
+#: tear-down and the batch that runs past the slice.  From the README's run
+#: (bench/results/bench.json: "seconds" less the slices, per arm's round).
+SETUP_S = 0.02
 
 
 def min_rounds(confidence: float) -> int:
@@ -71,9 +78,10 @@ def add_parser(commands: Commands) -> None:
         "bench",
         help="A/B the built-in workloads: stock against fastloop, as ratios",
         description="Run the built-in workloads with and without fastloop, "
-        "interleaved, and print median ratios with 95% intervals.  Measured on "
-        f"a 2-core VM: {MEASURED_SECONDS['full']} s for all workloads, "
-        f"{MEASURED_SECONDS['quick']} s with --quick.",
+        "interleaved, and print median ratios of the time per operation with "
+        f"95% intervals.  Each arm's round runs for a {SLICE_S:.2f} s time slice "
+        "(with a floor on operations), so a slow arm does fewer operations, not "
+        "longer rounds; the run prints its planned duration before it starts.",
     )
     bench.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
     bench.add_argument(
@@ -86,7 +94,7 @@ def add_parser(commands: Commands) -> None:
         "--quick",
         action="store_true",
         help=f"{QUICK_ROUNDS} rounds per workload instead of {FULL_ROUNDS}: "
-        "about a third of the time",
+        f"{QUICK_ROUNDS + WARMUP_ROUNDS}/{FULL_ROUNDS + WARMUP_ROUNDS} of the time",
     )
     bench.add_argument(
         "--rounds",
@@ -109,118 +117,178 @@ def _uvloop_runner() -> Runner | None:
         return None
     import uvloop
 
-    run: Callable[[Coroutine[Any, Any, float]], float] = uvloop.run
+    run: Runner = uvloop.run
     return run
 
 
-def _arms(
-    workload: Workload, runner: Runner, uvloop: Runner | None
-) -> dict[str, ab.Arm]:
-    from fastloop import ab
-    from fastloop.patches import registry
-
-    scale = workload.per_round
-    chosen = list(workload.patches)
-
-    def stock() -> float:
-        with ab.stock():
-            return workload.run(runner, scale)
-
-    def patched() -> float:
-        with registry.patched(chosen):
-            return workload.run(runner, scale)
-
-    arms: dict[str, ab.Arm] = {"stock": stock, "patched": patched}
-    if workload.limit is not None:
-        floor = workload.limit
-
-        def limit() -> float:
-            with ab.stock():
-                return floor(runner, scale)
-
-        arms["limit"] = limit
-    if uvloop is not None:
-        uv = uvloop
-
-        def stock_uvloop() -> float:
-            with ab.stock():
-                return workload.run(uv, scale)
-
-        def patched_uvloop() -> float:
-            with registry.patched(chosen):
-                return workload.run(uv, scale)
-
-        arms["uvloop"] = stock_uvloop
-        arms["uvloop+fastloop"] = patched_uvloop
-    return arms
-
-
-def measure(
-    names: list[str],
-    *,
-    loop: str,
-    rounds: int,
-    progress: Callable[[str], None],
-) -> dict[str, Any]:
-    """Run the chosen workloads; JSON-able results."""
+def _runners(loop: str) -> tuple[Runner, Runner | None]:
+    """The runner of the loop asked for, and stock uvloop's to compare against."""
     import asyncio
-    import os
-    import platform
 
-    from fastloop import ab
-    from fastloop.cli._workloads import WORKLOADS
-
-    runner: Runner = asyncio.run
-    alternative = _uvloop_runner() if loop == "asyncio" else None
     if loop == "uvloop":
         uv = _uvloop_runner()
         if uv is None:
             raise RuntimeError(
                 "--loop uvloop needs uvloop: pip install 'tornado-fastloop[bench]'"
             )
-        runner = uv
-    rows = []
-    for position, name in enumerate(names, 1):
-        workload = WORKLOADS[name]
-        arms = _arms(workload, runner, alternative)
-        label = f"[{position}/{len(names)}] {name}"
+        return uv, None
+    return asyncio.run, _uvloop_runner()
 
-        def tick(done: int, total: int, label: str = label) -> None:
-            progress(f"\r{label}: round {done}/{total}")
 
-        times = ab.interleave(arms, rounds=rounds, progress=tick)
-        progress(f"\r{label}: done{' ' * 12}\n")
-        row: dict[str, Any] = {
-            "name": name,
-            "description": workload.description,
-            "patches": list(workload.patches),
-            "per_round": workload.per_round,
-            "unit": workload.unit,
-            "median_s": {arm: sorted(t)[len(t) // 2] for arm, t in times.items()},
-            "patched_vs_stock": ab.paired(
-                times["stock"], times["patched"], name=name
-            ).to_dict(),
-        }
-        if "limit" in times:
-            row["patched_vs_limit"] = ab.paired(
-                times["limit"], times["patched"], name=name, a_label="limit"
-            ).to_dict()
-        if "uvloop" in times:
-            row["patched_vs_uvloop"] = ab.paired(
-                times["uvloop"], times["patched"], name=name, a_label="stock uvloop"
-            ).to_dict()
-        rows.append(row)
+def _arms(
+    workload: Workload, runner: Runner, uvloop: Runner | None, s: Slice
+) -> dict[str, Callable[[], Round]]:
+    """Each arm runs one round of ``workload`` sized by ``s``: stock, patched,
+    the bare-asyncio limit where there is one, and stock uvloop and uvloop +
+    fastloop when uvloop is there to compare against."""
+    from fastloop import ab
+    from fastloop.patches import registry
+
+    chosen = list(workload.patches)
+
+    def stock() -> Round:
+        with ab.stock():
+            return workload.run(runner, s)
+
+    def patched() -> Round:
+        with registry.patched(chosen):
+            return workload.run(runner, s)
+
+    arms: dict[str, Callable[[], Round]] = {"stock": stock, "patched": patched}
+    if workload.limit is not None:
+        floor = workload.limit
+
+        def limit() -> Round:
+            with ab.stock():
+                return floor(runner, s)
+
+        arms["limit"] = limit
+    if uvloop is not None:
+        uv = uvloop
+
+        def stock_uvloop() -> Round:
+            with ab.stock():
+                return workload.run(uv, s)
+
+        def patched_uvloop() -> Round:
+            with registry.patched(chosen):
+                return workload.run(uv, s)
+
+        arms["uvloop"] = stock_uvloop
+        arms["uvloop+fastloop"] = patched_uvloop
+    return arms
+
+
+def arm_count(workload: Workload, uvloop: bool) -> int:
+    """How many arms ``_arms`` gives ``workload``."""
+    return 2 + (workload.limit is not None) + (2 if uvloop else 0)
+
+
+def make_plan(
+    names: Sequence[str],
+    *,
+    loop: str,
+    rounds: int,
+    slice_s: float = SLICE_S,
+    warmup: int = WARMUP_ROUNDS,
+) -> Plan:
+    """What ``measure`` will run for ``names``, and so how long it takes."""
+    from fastloop.cli._plan import Plan
+    from fastloop.cli._workloads import WORKLOADS
+
+    uv = loop == "asyncio" and importlib.util.find_spec("uvloop") is not None
+    return Plan(
+        arms=tuple((name, arm_count(WORKLOADS[name], uv)) for name in names),
+        rounds=rounds,
+        warmup=warmup,
+        slice_s=slice_s,
+        setup_s=SETUP_S,
+    )
+
+
+def _row(workload: Workload, rounds: dict[str, list[Round]]) -> dict[str, Any]:
+    """One workload's figures: time per operation of each arm, and the ratios."""
+    import statistics
+
+    from fastloop import ab
+
+    per_op = {arm: [r.per_op for r in done] for arm, done in rounds.items()}
+    name = workload.name
+    row: dict[str, Any] = {
+        "name": name,
+        "description": workload.description,
+        "patches": list(workload.patches),
+        "unit": workload.unit,
+        "batch": workload.batch,
+        "floor": workload.floor,
+        "per_op_s": {arm: statistics.median(t) for arm, t in per_op.items()},
+        "ops": {arm: [r.ops for r in done] for arm, done in rounds.items()},
+        "patched_vs_stock": ab.paired(
+            per_op["stock"], per_op["patched"], name=name
+        ).to_dict(),
+    }
+    if "limit" in per_op:
+        row["patched_vs_limit"] = ab.paired(
+            per_op["limit"], per_op["patched"], name=name, a_label="limit"
+        ).to_dict()
+    if "uvloop" in per_op:
+        row["patched_vs_uvloop"] = ab.paired(
+            per_op["uvloop"], per_op["patched"], name=name, a_label="stock uvloop"
+        ).to_dict()
+    return row
+
+
+def measure(
+    plan: Plan,
+    *,
+    loop: str,
+    progress: Progress | None = None,
+    clock: Callable[[], float] | None = None,
+) -> dict[str, Any]:
+    """Run the plan's workloads, each arm's round a time slice; JSON-able results.
+
+    ``clock`` replaces the clock that sizes and times the rounds (tests).
+    """
+    import os
+    import platform
+
     import tornado
 
-    from fastloop import __version__
+    from fastloop import __version__, ab
+    from fastloop.cli._workloads import WORKLOADS
 
+    runner, alternative = _runners(loop)
+    rows = []
+    for name in plan.names:
+        workload = WORKLOADS[name]
+        arms = _arms(workload, runner, alternative, workload.slice(plan.slice_s, clock))
+
+        def tick(done: int, total: int, name: str = name) -> None:
+            if progress is not None:
+                progress.round(name, done, total)
+
+        rounds = ab.interleave(
+            arms, rounds=plan.rounds, warmup=plan.warmup, progress=tick
+        )
+        row = _row(workload, rounds)
+        if progress is not None:
+            progress.finished(
+                name,
+                f"{plan.rounds} rounds, fastloop/stock "
+                f"{_ratio(row['patched_vs_stock'])}",
+            )
+        rows.append(row)
     return {
         "fastloop": __version__,
         "python": platform.python_version(),
         "tornado": tornado.version,
         "loop": loop,
         "uvloop": _version_of("uvloop"),
-        "rounds": rounds,
+        "rounds": plan.rounds,
+        "warmup": plan.warmup,
+        "slice_s": plan.slice_s,
+        "arm_rounds": plan.arm_rounds(),
+        "planned_s": round(plan.seconds(), 1),
         "machine": {
             "system": platform.system(),
             "machine": platform.machine(),
@@ -239,8 +307,8 @@ def _version_of(distribution: str) -> str | None:
         return None
 
 
-def _per_op(seconds: float, row: dict[str, Any]) -> str:
-    ns = seconds / row["per_round"] * 1e9
+def _per_op(seconds: float) -> str:
+    ns = seconds * 1e9
     return f"{ns / 1000:,.1f} us" if ns >= 10_000 else f"{ns:,.0f} ns"
 
 
@@ -266,20 +334,20 @@ def table(results: dict[str, Any]) -> str:
         header += ["stock uvloop", "uvloop + fastloop", "fastloop/stock uvloop"]
     lines = [header]
     for row in results["workloads"]:
-        median = row["median_s"]
+        median = row["per_op_s"]
         cells = [
             row["name"],
             row["unit"],
-            _per_op(median["stock"], row),
-            _per_op(median["patched"], row),
+            _per_op(median["stock"]),
+            _per_op(median["patched"]),
             _ratio(row["patched_vs_stock"]),
-            _per_op(median["limit"], row) if "limit" in median else "-",
+            _per_op(median["limit"]) if "limit" in median else "-",
             _ratio(row["patched_vs_limit"]) if "patched_vs_limit" in row else "-",
         ]
         if uv:
             cells += [
-                _per_op(median["uvloop"], row),
-                _per_op(median["uvloop+fastloop"], row),
+                _per_op(median["uvloop"]),
+                _per_op(median["uvloop+fastloop"]),
                 _ratio(row["patched_vs_uvloop"]),
             ]
         lines.append(cells)
@@ -292,10 +360,15 @@ def table(results: dict[str, Any]) -> str:
     ]
     text.insert(1, "  ".join("-" * width for width in widths))
     footer = (
-        f"per operation, medians of {results['rounds']} interleaved rounds; "
+        f"per operation, medians of {results['rounds']} interleaved rounds of "
+        f"{results['slice_s']:.2f} s per arm; "
         f"Python {results['python']}, Tornado {results['tornado']}, "
         f"loop {results['loop']}; ~ = noisy (95% interval wider than 10% of the ratio)"
-        + (f"; took {results['seconds']:.0f} s" if "seconds" in results else "")
+        + (
+            f"; took {results['seconds']:.0f} s ({results['planned_s']:.0f} s planned)"
+            if "seconds" in results
+            else ""
+        )
     )
     return "\n".join([*text, "", footer])
 
@@ -355,11 +428,13 @@ def main(args: argparse.Namespace, top: argparse.ArgumentParser) -> int:
     chosen = only or list(WORKLOADS)
     count = rounds or (QUICK_ROUNDS if quick else FULL_ROUNDS)
 
-    def progress(text: str) -> None:
-        print(text, end="", file=sys.stderr, flush=True)
+    from fastloop.cli._plan import Progress
 
+    plan = make_plan(chosen, loop=loop, rounds=count)
+    progress = Progress(plan, sys.stderr)
+    progress.begin()  # says how long the run will take, before it starts
     started = time.monotonic()
-    results = measure(chosen, loop=loop, rounds=count, progress=progress)
+    results = measure(plan, loop=loop, progress=progress)
     results["seconds"] = round(time.monotonic() - started, 1)
     print(table(results))
     if json_path is not None:
