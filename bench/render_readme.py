@@ -74,7 +74,8 @@ def _table(bench: dict) -> list[str]:
         "|---|---|--:|--:|---|---|--:|---|--:|--:|---|",
     ]
     for row in bench["workloads"]:
-        per, unit, median = row["per_round"], row["unit"], row["median_s"]
+        # Rounds are time slices: each arm's median time per operation.
+        per, unit, median = 1, row["unit"], row["per_op_s"]
         limit = row.get("patched_vs_limit")
         uv = row.get("patched_vs_uvloop")
         cells = [
@@ -130,7 +131,8 @@ def render() -> str:
         )
         + ". A ratio above 1 is a cost, and the table says so.",
         "",
-        f"`fastloop bench` on {versions}, {cores}: {bench['rounds']} interleaved rounds "
+        f"`fastloop bench` on {versions}, {cores}{_durations(bench)}: "
+        f"{bench['rounds']} interleaved rounds "
         "per workload, each arm's median time per operation, and ratios as the median "
         "of per-round ratios with a 95% interval (`bench/results/bench.json`; "
         'the picture is `bench/results/bench.png`). "limit" is the same workload '
@@ -240,6 +242,19 @@ def render_observe() -> str:
         OBSERVE_END,
     ]
     return "\n".join(lines)
+
+
+def _durations(bench: dict) -> str:
+    """How long the recorded full run (and a recorded --quick run) took."""
+    took = f", which took {bench['seconds']:.0f} s ({bench['planned_s']:.0f} s planned"
+    quick_path = RESULTS / "bench_quick.json"
+    if quick_path.exists():
+        quick = _load(quick_path.name)
+        took += (
+            f"; `--quick` took {quick['seconds']:.0f} s, "
+            f"{quick['planned_s']:.0f} s planned"
+        )
+    return took + ")"
 
 
 def _meets_echo_target(result: dict) -> bool:
