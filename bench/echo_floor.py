@@ -2,20 +2,23 @@
 
     python bench/echo_floor.py [--rounds N] [--json bench/results/echo_floor.json]
 
-The 64-byte IOStream echo (``fastloop bench``'s ``echo-64B``) with six
+The 64-byte IOStream echo (``fastloop bench``'s ``echo-64B``) with these
 versions of ``IOStream.write_to_fd``, interleaved: stock; a wrapper that
 only calls stock (the price of one more Python frame); a wrapper that also
 reads ``time.perf_counter_ns`` before and after; stock's own line with the
 two clock reads inlined, no wrapper frame (the least any per-call timing
-can cost in pure Python); and fastloop's ``write_to_fd`` patch, timing every
-call (``FASTLOOP_WRITE_TIMING=every``) and as by default (1 call in
-``SAMPLE_EVERY``).
+can cost in pure Python); stock's line with one counter bumped (the least
+any exact count can cost); and fastloop's ``write_to_fd`` patch with no
+call timed after a stream's first (its exact counting alone), 1 call in 16
+timed, as by default (1 in ``SAMPLE_EVERY``), and timing every call
+(``FASTLOOP_WRITE_TIMING=every``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import statistics
 import sys
 import time
@@ -29,6 +32,7 @@ import _results
 import fastloop
 from fastloop import ab
 from fastloop.cli import _workloads as workloads
+from fastloop.patches import write_to_fd
 from fastloop.patches.write_to_fd import SAMPLE_EVERY
 
 TRIPS = 2000
@@ -57,6 +61,25 @@ def inlined_clock_reads(self: Any, data: Any) -> int:
     return written
 
 
+class Tally:
+    __slots__ = ("calls",)
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+
+TALLY = Tally()
+
+
+def one_counter(self: Any, data: Any) -> int:
+    TALLY.calls += 1
+    try:
+        written: int = self.socket.send(data)
+    finally:
+        del data
+    return written
+
+
 def echo() -> float:
     return workloads.echo_64(asyncio.run, workloads.Slice.count(TRIPS)).seconds
 
@@ -72,21 +95,27 @@ def with_write_to_fd(replacement: Callable[[Any, Any], int]) -> Callable[[], flo
     return arm
 
 
-def patched(timing: str) -> Callable[[], float]:
+def patched(timing: str, every: int = SAMPLE_EVERY) -> Callable[[], float]:
+    """fastloop's patch; ``every`` other than the default tries another gap."""
+
     def arm() -> float:
         fastloop.configure(write_timing=timing)
+        write_to_fd.SAMPLE_EVERY = every
+        write_to_fd._LOG_UNTIMED = math.log1p(-1 / every)
         try:
             with fastloop.patched(["write_to_fd"]):
                 return echo()
         finally:
             fastloop.configure(write_timing="sampled")
+            write_to_fd.SAMPLE_EVERY = SAMPLE_EVERY
+            write_to_fd._LOG_UNTIMED = math.log1p(-1 / SAMPLE_EVERY)
 
     return arm
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=31)
+    parser.add_argument("--rounds", type=int, default=61)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     fastloop.uninstall()
@@ -95,8 +124,11 @@ def main(argv: list[str] | None = None) -> int:
         "wrapper only": with_write_to_fd(wrapper_only),
         "two clock reads": with_write_to_fd(two_clock_reads),
         "two clock reads, inlined": with_write_to_fd(inlined_clock_reads),
-        "fastloop write_to_fd, every call timed": patched("every"),
+        "one counter, inlined": with_write_to_fd(one_counter),
+        "fastloop write_to_fd, no call timed": patched("sampled", every=10**12),
+        "fastloop write_to_fd, 1 in 16 timed": patched("sampled", every=16),
         "fastloop write_to_fd": patched("sampled"),
+        "fastloop write_to_fd, every call timed": patched("every"),
     }
     times = ab.interleave(arms, rounds=args.rounds)
     results = []

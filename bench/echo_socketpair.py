@@ -5,17 +5,21 @@
 Two IOStreams on one loop over a ``socket.socketpair()`` (no TCP, no
 listener, none of the ``echo-64B`` workload's code): 3,000 round trips of
 64 bytes with ``await stream.write(...)`` / ``read_bytes(...)``, stock
-against only the ``write_to_fd`` patch, interleaved.
+against only the ``write_to_fd`` patch, interleaved: with no call timed
+after a stream's first (the exact counting alone), as by default, and
+timing every call.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import socket
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tornado.iostream import IOStream
@@ -23,6 +27,7 @@ from tornado.iostream import IOStream
 import _results
 import fastloop
 from fastloop import ab
+from fastloop.patches import write_to_fd
 from fastloop.patches.write_to_fd import SAMPLE_EVERY
 
 TRIPS = 3000
@@ -47,25 +52,53 @@ def echo_round() -> float:
     return asyncio.run(main())
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=31)
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args(argv)
-    results = []
-    # The default (durations of 1 call in SAMPLE_EVERY) and what a user who
-    # asks for every call's duration pays.
-    for timing in ("sampled", "every"):
+def arm(timing: str, every: int = SAMPLE_EVERY) -> Callable[[], float]:
+    """The write_to_fd patch alone; ``every`` other than the default tries
+    another gap (10**12: no call timed after a stream's first)."""
+
+    def run() -> float:
         fastloop.configure(write_timing=timing)
+        write_to_fd.SAMPLE_EVERY = every
+        write_to_fd._LOG_UNTIMED = math.log1p(-1 / every)
         try:
-            result = ab.patched_vs_stock(
-                echo_round,
-                ["write_to_fd"],
-                rounds=args.rounds,
-                name=f"socketpair echo-64B, {timing}",
-            )
+            with fastloop.patched(["write_to_fd"]):
+                return echo_round()
         finally:
             fastloop.configure(write_timing="sampled")
+            write_to_fd.SAMPLE_EVERY = SAMPLE_EVERY
+            write_to_fd._LOG_UNTIMED = math.log1p(-1 / SAMPLE_EVERY)
+
+    return run
+
+
+#: The arms beside stock: what the exact counting alone costs, the default
+#: (durations of 1 call in SAMPLE_EVERY), and what a user who asks for
+#: every call's duration pays.
+TIMINGS = {
+    "counts only": ("sampled", 10**12),
+    "sampled": ("sampled", SAMPLE_EVERY),
+    "every": ("every", SAMPLE_EVERY),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=101)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    fastloop.uninstall()
+    arms = {"stock": echo_round} | {
+        timing: arm(mode, every) for timing, (mode, every) in TIMINGS.items()
+    }
+    times = ab.interleave(arms, rounds=args.rounds)
+    results = []
+    for timing in TIMINGS:
+        result = ab.paired(
+            times["stock"],
+            times[timing],
+            name=f"socketpair echo-64B, {timing}",
+            b_label="patched",
+        )
         added = statistics.median(
             (b - a) / TRIPS * 1e9
             for a, b in zip(result.a_times, result.b_times, strict=True)

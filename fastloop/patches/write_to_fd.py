@@ -33,11 +33,11 @@ there.  With ``write_cpu`` thread CPU time is measured too, so that wall
 minus CPU ("stalled") shows time spent waiting rather than working.
 
 The hot path, an untimed call, bumps the call count, compares it with the
-stream's next timed call and adds the bytes written; a timed call also reads
-the clock around the write and files the duration (``filed``, which draws
-the next timed call).  Process totals are summed from the streams' tallies
-(``live.WRITE_TO_FD``) when asked, and the slow-write threshold is only
-looked at for a call that took long.
+stream's next timed call and adds the bytes written; a timed call, out of
+line (``timed``), also reads the clock around the write and files the
+duration (``filed``, which draws the next timed call).  Process totals are
+summed from the streams' tallies (``live.WRITE_TO_FD``) when asked, and the
+slow-write threshold is only looked at for a call that took long.
 
 The stream's counters are one attribute of the stream, ``_fastloop_writes``,
 set on its first write through the registry (``PerObject``), which takes it
@@ -142,11 +142,15 @@ def describe_peer(stream: Any) -> str:
 SLOW_FLOOR_NS = 50_000
 
 #: 1 call in this many is timed (on average) unless every call is asked for.
-#: Why 16: ``python bench/write_overhead.py`` puts the counting every call
-#: pays at ~100 ns and timing at ~200 ns more per timed call, so at 1 in 16
-#: timing adds ~12 ns a call, a tenth of the counting; a longer gap buys
-#: nothing measurable and thins the histogram of a quiet stream.
-SAMPLE_EVERY = 16
+#: Why 256: inside the 64-byte echo a timed call costs ~1-2 us more than an
+#: untimed one, far more than its two clock reads (leaving the hot path at
+#: random upsets the interpreter's branch prediction: the price is paid per
+#: departure).  ``python bench/echo_floor.py`` put the echo at 1.020 with
+#: 1 in 16 timed, 1.015 at 64, 1.011 at 256 and 1.010 with no call timed:
+#: at 256 the sample costs less than the echo can resolve, and what is left
+#: is the exact counting.  A quiet stream's histogram is thin; its first
+#: call is always timed, and FASTLOOP_WRITE_TIMING=every times them all.
+SAMPLE_EVERY = 256
 #: log(1 - 1/SAMPLE_EVERY): a geometric draw divides by it.
 _LOG_UNTIMED = math.log1p(-1 / SAMPLE_EVERY)
 
@@ -198,16 +202,12 @@ def count_failure(counters: Any, offered: int, exc: BaseException) -> None:
 
 
 #: What the wrappers of one install share: counters_of (a stream's tally,
-#: attached on first need), filed (a timed call's duration, and the next
-#: one to time), cpu_timed (a call timed for thread CPU too), and filed's
-#: own steps draw_next and after_slow.  A plain tuple: this module loads at
+#: attached on its first write) and timed (a call that is timed, with the
+#: call and its duration filed).  A plain tuple: this module loads at
 #: start-up.
 Recorders = tuple[
     Callable[[Any], Any],
-    Callable[[Any, Any, int, int], None],
     Callable[[Callable[[Any, Any], int], Any, Any, Any], int],
-    Callable[[Any], None],
-    Callable[[Any, Any, int, int], None],
 ]
 
 
@@ -227,19 +227,7 @@ def recorders(streams: PerObject) -> Recorders:
             counters = streams.setdefault(stream, WRITE_TO_FD.track)
         return counters
 
-    def draw_next(counters: Any) -> None:
-        """Sampling: the untimed calls before the next timed one are geometric."""
-        counters.weight = SAMPLE_EVERY
-        counters.timed_at = counters.calls + 1 + int(log(1.0 - toss()) / _LOG_UNTIMED)
-
-    def after_slow(stream: Any, counters: Any, offered: int, elapsed: int) -> None:
-        threshold = settings.slow_write_ms
-        if threshold and elapsed > threshold * 1_000_000:
-            counters.slow += 1
-            log_slow(stream, offered, elapsed)
-
     def filed(counters: Any, stream: Any, offered: int, elapsed: int) -> None:
-        # The same steps as the inlined copy in fast_write_to_fd below.
         weight = counters.weight
         counters.timed_calls += 1
         counters.histogram[elapsed.bit_length()] += weight
@@ -247,89 +235,93 @@ def recorders(streams: PerObject) -> Recorders:
         if elapsed > counters.max_ns:
             counters.max_ns = elapsed
         if SAMPLING:
-            draw_next(counters)
+            # The untimed calls before the next timed one are geometric.
+            counters.weight = SAMPLE_EVERY
+            gap = int(log(1.0 - toss()) / _LOG_UNTIMED)
+            counters.timed_at = counters.calls + 1 + gap
         else:
             counters.weight = 1
             counters.timed_at = counters.calls + 1
         if elapsed > SLOW_FLOOR_NS:
-            after_slow(stream, counters, offered, elapsed)
+            threshold = settings.slow_write_ms
+            if threshold and elapsed > threshold * 1_000_000:
+                counters.slow += 1
+                log_slow(stream, offered, elapsed)
 
-    def cpu_timed(
+    def timed(
         original: Callable[[Any, Any], int], stream: Any, data: Any, counters: Any
     ) -> int:
-        """``write_cpu`` on: thread CPU time around the wall-clock window."""
+        """A timed call: wall clock, and thread CPU time with ``write_cpu``."""
+        counters.calls += 1
         offered = len(data)
-        cpu_start = cpu_time()
+        cpu_start = cpu_time() if settings.write_cpu else -1
         start = wall()
         try:
             written = original(stream, data)
         except BaseException as exc:
             elapsed = wall() - start
-            cpu_used = cpu_time() - cpu_start
+            if cpu_start >= 0:
+                counters.cpu_ns += cpu_time() - cpu_start
+                counters.cpu_calls += 1
             del data
             count_failure(counters, offered, exc)
             filed(counters, stream, offered, elapsed)
-            counters.cpu_ns += cpu_used
-            counters.cpu_calls += 1
             raise
         elapsed = wall() - start
-        cpu_used = cpu_time() - cpu_start
+        if cpu_start >= 0:
+            counters.cpu_ns += cpu_time() - cpu_start
+            counters.cpu_calls += 1
         del data
-        counters.bytes_written += written
-        if written != offered:
-            counters.bytes_offered += offered - written
-            if not written:
-                counters.would_block += 1
+        count_written(counters, offered, written)
         filed(counters, stream, offered, elapsed)
-        counters.cpu_ns += cpu_used
-        counters.cpu_calls += 1
         return written
 
-    return counters_of, filed, cpu_timed, draw_next, after_slow
+    return counters_of, timed
+
+
+def count_written(counters: Any, offered: int, written: int) -> None:
+    """A call that returned: the bytes it wrote and any it left."""
+    counters.bytes_written += written
+    if written != offered:
+        counters.bytes_offered += offered - written
+        if not written:
+            counters.would_block += 1
+
+
+# The wrappers below keep only the untimed call in line, a dozen bytecodes
+# over stock's; the timed call, 1 in SAMPLE_EVERY, takes a frame or two
+# more out of line, and each free variable of a closure is copied on every
+# call, so they have two (bench/write_overhead.py: 76 ns a call over stock,
+# 107 ns with the timed steps in line).  They are plain functions rather
+# than wrapt FunctionWrappers: the proxy layer costs ~100 ns a write.  Like
+# stock, each drops ``data`` before it returns or raises: a live memoryview
+# export would stop the stream from resizing its buffer (tornado PR 2008).
 
 
 def instrument(
     original: Callable[[Any, Any], int], shared: Recorders
 ) -> Callable[[Any, Any], int]:
-    counters_of, filed, cpu_timed, _, _ = shared
-    wall = clock
+    counters_of, timed = shared
 
-    # A plain function rather than a wrapt FunctionWrapper: it runs on
-    # every write of every stream and the proxy layer costs ~100 ns there
-    # (bench/write_overhead.py).  The same steps as fast_write_to_fd below.
     def write_to_fd(self: Any, data: Any) -> int:
         try:
             counters = self._fastloop_writes
-        except AttributeError:
+        except AttributeError:  # the stream's first write, always timed
             counters = counters_of(self)
         calls = counters.calls + 1
-        counters.calls = calls
-        if calls < counters.timed_at:
+        if calls >= counters.timed_at:
             try:
-                written = original(self, data)
-            except BaseException as exc:
-                offered = len(data)
-                del data
-                count_failure(counters, offered, exc)
-                raise
-        elif settings.write_cpu:
-            try:
-                return cpu_timed(original, self, data, counters)
+                return timed(original, self, data, counters)
             finally:
                 del data
-        else:
-            start = wall()
-            try:
-                written = original(self, data)
-            except BaseException as exc:
-                elapsed = wall() - start
-                offered = len(data)
-                del data
-                count_failure(counters, offered, exc)
-                filed(counters, self, offered, elapsed)
-                raise
-            elapsed = wall() - start
-            filed(counters, self, len(data), elapsed)
+        counters.calls = calls
+        try:
+            written = original(self, data)
+        except BaseException as exc:
+            offered = len(data)
+            del data
+            count_failure(counters, offered, exc)
+            raise
         counters.bytes_written += written
         if written != len(data):
             counters.bytes_offered += len(data) - written
@@ -346,11 +338,10 @@ def instrument(
 def inline(
     original: Callable[[Any, Any], int], shared: Recorders
 ) -> Callable[[Any, Any], int]:
-    # IOStream, the stream of every TCP connection: stock's one line is
-    # inlined, which saves a Python frame per write, and so is filed() for a
-    # timed call, another (bench/write_overhead.py).
-    counters_of, filed, cpu_timed, draw_next, after_slow = shared
-    wall = clock
+    # IOStream, the stream of every TCP connection: stock's one line,
+    # ``self.socket.send(data)``, is inlined, which saves a Python frame per
+    # untimed write.  Otherwise the steps of write_to_fd above.
+    counters_of, timed = shared
 
     def fast_write_to_fd(self: Any, data: Any) -> int:
         try:
@@ -358,45 +349,19 @@ def inline(
         except AttributeError:
             counters = counters_of(self)
         calls = counters.calls + 1
-        counters.calls = calls
-        if calls < counters.timed_at:
+        if calls >= counters.timed_at:
             try:
-                written: int = self.socket.send(data)
-            except BaseException as exc:
-                offered = len(data)
-                del data  # as stock: no live memoryview export (tornado PR 2008)
-                count_failure(counters, offered, exc)
-                raise
-        elif settings.write_cpu:
-            try:
-                return cpu_timed(original, self, data, counters)
+                return timed(original, self, data, counters)
             finally:
                 del data
-        else:
-            start = wall()
-            try:
-                written = self.socket.send(data)
-            except BaseException as exc:
-                elapsed = wall() - start
-                offered = len(data)
-                del data
-                count_failure(counters, offered, exc)
-                filed(counters, self, offered, elapsed)
-                raise
-            elapsed = wall() - start
-            weight = counters.weight
-            counters.timed_calls += 1
-            counters.histogram[elapsed.bit_length()] += weight
-            counters.total_ns += elapsed * weight
-            if elapsed > counters.max_ns:
-                counters.max_ns = elapsed
-            if SAMPLING:
-                draw_next(counters)
-            else:
-                counters.weight = 1
-                counters.timed_at = calls + 1
-            if elapsed > SLOW_FLOOR_NS:
-                after_slow(self, counters, len(data), elapsed)
+        counters.calls = calls
+        try:
+            written: int = self.socket.send(data)
+        except BaseException as exc:
+            offered = len(data)
+            del data
+            count_failure(counters, offered, exc)
+            raise
         counters.bytes_written += written
         if written != len(data):
             counters.bytes_offered += len(data) - written

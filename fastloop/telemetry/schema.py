@@ -153,7 +153,7 @@ def estimated(w: WriteStats) -> bool:
 
 
 def timing_of(w: WriteStats) -> str:
-    """Which calls the times come from, in words ("1 in 16 calls timed")."""
+    """Which calls the times come from, in words ("1 in 256 calls timed")."""
     if not estimated(w):
         return "every call timed"
     if not w.timed_calls:
