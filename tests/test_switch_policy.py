@@ -80,9 +80,10 @@ def test_one_short_wait_between_long_ones_restarts_the_evidence():
     [
         (2, 2, 0.03, 100),  # threads fit the CPUs: 3 us a hand-over
         (2, 4, 0.03, 100),
-        (3, 2, 0.03, 500),  # more threads than CPUs: 10 us a hand-over
-        (4, 2, 0.03, 500),
-        (4, 2, 0.05, 200),  # a larger budget buys a shorter interval
+        (3, 2, 0.05, 500),  # more threads than CPUs: 15 us a hand-over
+        (4, 2, 0.05, 500),
+        (4, 2, 0.02, 1000),  # a smaller budget buys a longer interval
+        (4, 2, 0.1, 200),  # a larger one a shorter interval
         (4, 2, 0.0, 2000),  # no budget: the longest rung
         (2, 2, 0.0, 2000),
     ],
@@ -153,5 +154,5 @@ def test_the_periodic_check_lets_go_when_nothing_holds_the_gil():
 def test_the_cost_model():
     assert policy.cost(50, 1, 2) == 0.0
     assert policy.cost(100, 2, 2) == pytest.approx(0.03)
-    assert policy.cost(500, 4, 2) == pytest.approx(0.02)
+    assert policy.cost(500, 4, 2) == pytest.approx(0.03)
     assert policy.choose(0, 2, 0.03) == 50
