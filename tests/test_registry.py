@@ -15,7 +15,7 @@ from tornado.ioloop import IOLoop
 
 import fastloop
 from fastloop.patches import Patch, registry
-from fastloop.patches.changes import Swap
+from fastloop.patches.changes import PerObject, Swap
 
 DEFAULT = frozenset({"add_callback", "switchinterval", "wakeup", "write_to_fd"})
 STOCK_ADD_CALLBACK = tornado_asyncio.BaseAsyncIOLoop.__dict__["add_callback"]
@@ -165,6 +165,52 @@ def extra_patches():
     for patch in (good, bad, broken):
         registry.unregister(patch.name)
     del sys.modules[target.__name__]
+
+
+def test_a_finalizer_reentering_setdefault_neither_deadlocks_nor_loses_its_count():
+    # make() allocates, and an allocation can run a finalizer (distributed's
+    # Future.__del__ writes to a stream, and adds a callback) that needs the
+    # state of another owner, or of this very owner, on the same thread
+    # while setdefault holds the lock.  Simulated exactly: the first make()
+    # runs the "finalizer", which counts once on each owner.
+    class Owner:
+        pass
+
+    class Tally:
+        def __init__(self, owner):
+            self.counted = 0
+
+    first, other = Owner(), Owner()
+    states = PerObject("_fastloop_test_tally")
+    states.do()
+    pending = ["the finalizer"]
+    seen = {}
+
+    def make(owner):
+        if pending:
+            pending.pop()
+            for name, touched in (("other", other), ("same", first)):
+                tally = states.setdefault(touched, make)
+                tally.counted += 1
+                seen[name] = tally
+        return Tally(owner)
+
+    outer = []
+    worker = threading.Thread(
+        target=lambda: outer.append(states.setdefault(first, make)), daemon=True
+    )
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive(), "setdefault deadlocked on its own lock"
+    # One tally per owner, the one attached: the finalizer's count is kept.
+    assert outer == [seen["same"]]
+    assert first._fastloop_test_tally is seen["same"]
+    assert other._fastloop_test_tally is seen["other"]
+    assert (seen["same"].counted, seen["other"].counted) == (1, 1)
+    assert states.setdefault(first, make) is seen["same"]
+    states.undo()
+    assert not hasattr(first, "_fastloop_test_tally")
+    assert not hasattr(other, "_fastloop_test_tally")
 
 
 def test_a_declined_patch_leaves_the_others_applied(extra_patches, caplog):

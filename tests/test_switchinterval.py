@@ -9,12 +9,14 @@ with a generous deadline, never for a time.
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import contextlib
 import os
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -22,7 +24,7 @@ from tornado.ioloop import IOLoop
 
 import fastloop
 from fastloop import config
-from fastloop.patches import registry, switchinterval
+from fastloop.patches import _switch_controller, registry, switchinterval
 from fastloop.patches.switchinterval import SwitchInterval
 
 DEFAULT_S = switchinterval.CPYTHON_DEFAULT_S
@@ -158,6 +160,37 @@ def test_the_controller_starts_with_another_thread_and_is_not_one_of_threadings(
         assert threading.active_count() == threads + 1
     fastloop.uninstall()
     assert not ours.running  # uninstall ends it
+
+
+def test_a_finalizer_starting_a_thread_inside_start_starts_one_controller(
+    monkeypatch,
+):
+    # The Thread.start hook calls Controller.start, and an allocation under
+    # its lock can run a finalizer that starts a thread on the same thread:
+    # start() again, while the outer call holds the lock.  Simulated exactly:
+    # the first lock start() allocates runs the "finalizer".
+    ours = _switch_controller.Controller(DEFAULT_S * 1e6, lambda us: True)
+    pending = ["the finalizer"]
+    started = []
+
+    def allocate_lock():
+        if pending:
+            pending.pop()
+            ours.start()
+        return _thread.allocate_lock()
+
+    shim = types.SimpleNamespace(
+        allocate_lock=allocate_lock,
+        start_new_thread=lambda run, args: started.append(args),
+    )
+    monkeypatch.setattr(_switch_controller, "_thread", shim)
+    worker = threading.Thread(target=ours.start, daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive(), "Controller.start deadlocked on its own lock"
+    # One thread, the one stop() can end: a second would run unstoppable.
+    assert started == [(ours._stop, ours._done)]
+    assert ours.running
 
 
 def test_threading_thread_start_is_stock_again_after_uninstall():

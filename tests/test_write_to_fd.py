@@ -22,6 +22,7 @@ from tornado.tcpserver import TCPServer
 import fastloop
 from fastloop.patches.write_to_fd import SAMPLE_EVERY
 from fastloop.telemetry import live
+from fastloop.telemetry.schema import WriteStats
 from tests_support import differential
 
 PATCH = ["write_to_fd"]
@@ -382,6 +383,82 @@ def test_a_collected_stream_is_folded_into_the_totals_exactly():
     assert counters.bytes_written == totals.bytes_written == 1000
     assert totals.calls == counters.calls >= 1
     assert totals.max_ns == counters.max_ns > 0
+
+
+def test_a_finalizer_reentering_track_neither_deadlocks_nor_loses_a_tally():
+    # A stream's first write tracks it under the Streams lock, and an
+    # allocation there can run a finalizer on the same thread that writes to
+    # another new stream (distributed's Future.__del__ does): track() again,
+    # while the outer call holds the lock.  Simulated exactly: the live set's
+    # add runs the "finalizer", which tracks a second owner.
+    class Owner:
+        pass
+
+    streams = live.Streams(WriteStats)
+    owners = [Owner(), Owner()]  # the outer call's, the finalizer's
+    pending = ["the finalizer"]
+    nested = []
+
+    class FinalizingSet(set):
+        def add(self, tally):
+            if pending:
+                pending.pop()
+                nested.append(streams.track(owners[1]))
+            super().add(tally)
+
+    streams._live = FinalizingSet()
+    outer = []
+    worker = threading.Thread(
+        target=lambda: outer.append(streams.track(owners[0])), daemon=True
+    )
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive(), "track deadlocked on its own lock"
+    assert len(outer) == len(nested) == 1 and outer[0] is not nested[0]
+    assert {id(tally) for tally in streams.live()} == {id(outer[0]), id(nested[0])}
+    outer[0].calls, nested[0].calls = 3, 4
+    assert streams.read().calls == 7
+    owners.clear()
+    gc.collect()
+    assert streams.live() == []
+    assert streams.read().calls == 7  # folded once each
+
+
+def test_a_stream_collected_while_read_folds_is_counted_once():
+    # One collection can both collect a stream (its tally is handed over to
+    # be folded) and run a finalizer that tracks a new one, in the middle of
+    # read()'s fold, on the reading thread.  The nested track must leave the
+    # fold to the outer call: folding the collected tally then would count it
+    # twice (once folded, once in read()'s copy of the live tallies).
+    class Owner:
+        pass
+
+    streams = live.Streams(WriteStats)
+    doomed, new = [Owner()], Owner()
+    streams.track(doomed[0]).calls = 5
+    fold = live.add_into
+    pending = ["the finalizer"]
+
+    def finalizing_add_into(section, total, counted):
+        if pending:
+            pending.pop()
+            doomed.clear()  # collected: its weakref.finalize hands the tally over
+            assert len(streams._collected) == 1
+            streams.track(new)
+        fold(section, total, counted)
+
+    result = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(live, "add_into", finalizing_add_into)
+        worker = threading.Thread(
+            target=lambda: result.append(streams.read()), daemon=True
+        )
+        worker.start()
+        worker.join(30)
+    assert not worker.is_alive(), "read deadlocked on its own lock"
+    assert result[0].calls == 5
+    assert streams.read().calls == 5  # folded by the next drain, once
+    assert len(streams.live()) == 1  # the new owner's only
 
 
 def test_live_streams_of_other_threads_count_and_reset_starts_from_zero():

@@ -117,7 +117,10 @@ class Controller:
     def __init__(self, found_us: float, apply: Callable[[float], bool]) -> None:
         self.found_us = found_us
         self._apply = apply
-        self._lock = threading.Lock()  # guards starting and stopping
+        #: Guards starting and stopping.  Reentrant: an allocation under it
+        #: can run a finalizer that starts a thread on the same thread, whose
+        #: ``Thread.start`` hook calls ``start``: a plain Lock would deadlock.
+        self._lock = threading.RLock()
         self._stop: _thread.LockType | None = None
         self._done: _thread.LockType | None = None
         self.policy = policy.Policy(found_us, settings.switch_budget)
@@ -132,10 +135,13 @@ class Controller:
         with self._lock:
             if self.running:
                 return
-            self._stop, self._done = _thread.allocate_lock(), _thread.allocate_lock()
-            self._stop.acquire()
-            self._done.acquire()
-            _thread.start_new_thread(self._run, (self._stop, self._done))
+            stop, done = _thread.allocate_lock(), _thread.allocate_lock()
+            stop.acquire()
+            done.acquire()
+            if self.running:  # a nested start (a finalizer) started one: only
+                return  # one thread, the one stop() ends
+            self._stop, self._done = stop, done
+            _thread.start_new_thread(self._run, (stop, done))
 
     def stop(self) -> None:
         """Ask the thread to end, and wait for it (at most a second)."""
@@ -149,7 +155,7 @@ class Controller:
 
     def forget_thread(self) -> None:
         """In a forked child: no thread runs there, whatever the locks say."""
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._stop = self._done = None
         self.policy = policy.Policy(self.found_us, settings.switch_budget)
 

@@ -107,7 +107,11 @@ class PerObject(Change):
         self.attributes = attributes
         self._detach = detach
         self._active = False
-        self._lock = threading.Lock()
+        #: Reentrant: an allocation under it (in ``make``, or the owner set's
+        #: own) can run a finalizer that comes back here on the same thread
+        #: (distributed's ``Future.__del__`` writes to a stream), which a
+        #: plain Lock would deadlock.
+        self._lock = threading.RLock()
         self._owners: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def setdefault(self, owner: Any, make: Callable[[Any], T]) -> T:
@@ -122,6 +126,13 @@ class PerObject(Change):
             state: T | None = getattr(owner, attribute, None)
             if state is None:
                 state = make(owner)
+                # A nested call (a finalizer run by make) may have attached one
+                # meanwhile: share it rather than overwrite what it counted.
+                # make() outside the lock would not spare the RLock (the owner
+                # set allocates under it) and would let threads race makes.
+                attached: T | None = getattr(owner, attribute, None)
+                if attached is not None:
+                    return attached
                 if self._active:
                     setattr(owner, attribute, state)
                     self._owners.add(owner)

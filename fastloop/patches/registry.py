@@ -71,7 +71,9 @@ class _State:
         #: (patch, loop class) -> why the patch keeps stock behaviour there;
         #: its own lock, taken from patched code that may hold a change's lock
         self.loop_declines: dict[tuple[str, str], str] = {}
-        self.loop_declines_lock = threading.Lock()
+        #: Reentrant: an allocation under it (``loop_declines()``'s copy) can
+        #: run a finalizer that adds a callback to a new loop, declined here.
+        self.loop_declines_lock = threading.RLock()
 
 
 _state = _State()
@@ -290,10 +292,13 @@ def _apply_requested(module: ModuleType) -> None:
 def declined_on_loop(name: str, loop: object, reason: str) -> None:
     """A patch keeps stock behaviour on this kind of loop: say why, once per class."""
     kind = f"{type(loop).__module__}.{type(loop).__qualname__}"
+    # Made before the lock: then nothing under it allocates an object the
+    # collector tracks, and no finalizer nests between the test and the set.
+    key = (name, kind)
     with _state.loop_declines_lock:
-        if (name, kind) in _state.loop_declines:
+        if key in _state.loop_declines:
             return
-        _state.loop_declines[(name, kind)] = reason
+        _state.loop_declines[key] = reason
     log.info(
         "fastloop: patch %r keeps stock behaviour on %s loops: %s", name, kind, reason
     )

@@ -45,6 +45,7 @@ from fastloop.telemetry.fields import (
 from fastloop.telemetry.histogram import BUCKETS, Buckets
 
 S = TypeVar("S", bound=Section)
+R = TypeVar("R")
 
 
 class Counter:
@@ -230,26 +231,46 @@ class Streams:
         #: A collected stream's tally waits here (a deque append needs no
         #: lock, and the garbage collector may run a finalizer inside read()).
         self._collected: collections.deque[Any] = collections.deque()
-        self._lock = threading.Lock()
+        #: Reentrant: an allocation under it (a drain's fold, a read's) can run
+        #: a finalizer that writes to a new stream on the same thread
+        #: (distributed's ``Future.__del__``): ``track`` again, which a plain
+        #: Lock would deadlock.
+        self._lock = threading.RLock()
+        #: A section holds the lock: only its thread can see this set.
+        self._busy = False
         fork.in_child(self.reset_after_fork)
 
     def reset_after_fork(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._busy = False
+
+    def _locked(self, body: Callable[[], R]) -> R:
+        """``body()`` under the lock, after folding the collected tallies.
+
+        A section nested in another on the same thread (a finalizer) folds
+        nothing: mid-fold, or mid-read, folding would count a tally twice or
+        lose an update.  The outer drain, or the next one, takes it.
+        """
+        with self._lock:
+            if self._busy:
+                return body()
+            self._busy = True
+            try:
+                self._drain()
+                return body()
+            finally:
+                self._busy = False
 
     def track(self, owner: object) -> Any:
         """A new tally for ``owner``, counted live until the owner is collected."""
         tally = self.tally()
-        with self._lock:
-            self._drain()
-            self._live.add(tally)
+        self._locked(lambda: self._live.add(tally))
         weakref.finalize(owner, self._collected.append, tally).atexit = False
         return tally
 
     def live(self) -> list[Any]:
         """The tallies of the owners alive now."""
-        with self._lock:
-            self._drain()
-            return list(self._live)
+        return self._locked(lambda: list(self._live))
 
     def _drain(self) -> None:
         while self._collected:
@@ -257,19 +278,27 @@ class Streams:
             self._live.discard(tally)
             add_into(self.section, self._folded, tally)
 
+    def _all(self) -> list[Any]:
+        # A copy: a nested track (a finalizer run by an allocation in the
+        # caller's loop) may add to the live set while the caller iterates.
+        return [self._folded, *self._live]
+
     def read(self) -> Section:
         total = self.tally()
-        with self._lock:
-            self._drain()
-            for tally in (self._folded, *self._live):
+
+        def fold() -> None:
+            for tally in self._all():
                 add_into(self.section, total, tally)
+
+        self._locked(fold)
         return self.section(**figures(self.section, total.__getattribute__))
 
     def reset_maxima(self) -> None:
-        with self._lock:
-            self._drain()
-            for tally in (self._folded, *self._live):
+        def reset() -> None:
+            for tally in self._all():
                 reset_maxima(self.section, tally)
+
+        self._locked(reset)
 
     def of(self, owner: object, section: type[S]) -> S:
         """One owner's figures over its life (zeros if it carries no tally)."""
