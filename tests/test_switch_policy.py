@@ -78,11 +78,11 @@ def test_one_short_wait_between_long_ones_restarts_the_evidence():
 @pytest.mark.parametrize(
     ("competitors", "cpus", "budget", "interval"),
     [
-        (2, 2, 0.03, 100),  # threads fit the CPUs: 3 us a hand-over
-        (2, 4, 0.03, 100),
-        (3, 2, 0.05, 500),  # more threads than CPUs: 15 us a hand-over
-        (4, 2, 0.05, 500),
-        (4, 2, 0.02, 1000),  # a smaller budget buys a longer interval
+        (2, 2, 0.05, 100),  # threads fit the CPUs: 4% at 100 us
+        (2, 4, 0.03, 200),
+        (3, 2, 0.05, 1000),  # more threads than CPUs: 12% at 100 us
+        (4, 2, 0.05, 1000),
+        (4, 2, 0.03, 2000),  # a smaller budget buys a longer interval
         (4, 2, 0.1, 200),  # a larger one a shorter interval
         (4, 2, 0.0, 2000),  # no budget: the longest rung
         (2, 2, 0.0, 2000),
@@ -100,10 +100,12 @@ def test_compute_threads_get_the_shortest_interval_within_the_budget(
 
 def test_more_compute_threads_lengthen_at_once_fewer_shorten_only_when_agreed():
     clock = engaged_with(1)
-    assert clock.feed(5 * MS, competitors=4) == 500  # at once: the cost grows
+    longer = policy.choose(4, 2, 0.03)
+    assert longer > policy.LADDER_US[0]
+    assert clock.feed(5 * MS, competitors=4) == longer  # at once: the cost grows
     held = clock.feed(1 * MS, competitors=1, ticks=policy.SHORTEN_TICKS - 1)
-    assert held == 500  # a thread that computes on and off does not flap it
-    assert clock.feed(1 * MS, competitors=4) == 500
+    assert held == longer  # a thread that computes on and off does not flap it
+    assert clock.feed(1 * MS, competitors=4) == longer
     assert clock.feed(1 * MS, competitors=1, ticks=policy.SHORTEN_TICKS) == 50
 
 
@@ -153,6 +155,6 @@ def test_the_periodic_check_lets_go_when_nothing_holds_the_gil():
 
 def test_the_cost_model():
     assert policy.cost(50, 1, 2) == 0.0
-    assert policy.cost(100, 2, 2) == pytest.approx(0.03)
-    assert policy.cost(500, 4, 2) == pytest.approx(0.03)
+    assert policy.cost(100, 2, 2) == pytest.approx(0.04)
+    assert policy.cost(400, 4, 2) == pytest.approx(0.06)  # 1/sqrt(interval)
     assert policy.choose(0, 2, 0.03) == 50

@@ -23,18 +23,21 @@ itself (waking the next thread, warming its caches) is compute nobody
 does.  With one compute thread the hand-overs are set by the loop's own
 requests, not by the interval (a loop that only waits is nobody to hand
 over to), so a short interval is free; with two or more compute threads
-each interval is one more forced hand-over between them.  Measured on 2
-cores (``lab``: k pure-Python threads, throughput against CPython's 5 ms,
-median of 11 interleaved 1 s rounds): while the threads fit the CPUs a
-hand-over costs ~3 us (k=2: 1.00 at 100 us, 0.97 at 50 us); beyond them
-more, because the thread handed to must first get a CPU: ~10 us in that lab
-(k=3, 4, 8: 0.90-0.92 at 100 us, 0.94-0.95 at 200 us), but ~15 us beside a
-loop serving requests (``bench/gil_echo.py --scenario rate``, 4 threads:
-0.87-0.89 at 100 us, 0.89-0.93 at 200 us, 0.98 at 500 us; the 10 us
-estimate chose 200 us there and cost 8%).  Hence ``cost()``: the share of
-compute lost is the hand-over cost over the interval, zero with fewer than
-two compute threads, and ``choose()`` takes the shortest interval of the
-ladder whose cost is within the budget (``FASTLOOP_SWITCH_BUDGET``).
+each interval is one more forced hand-over between them.  A fixed cost per
+hand-over would make the loss fall as 1/interval; measured beside a loop
+serving requests (``bench/gil_echo.py --scenario rate``, 2 cores, compute
+against CPython's 5 ms, median of 21 paired rounds) it falls more slowly,
+as about 1/sqrt(interval): 4 threads lost 11.8%, 7.4% and 5.3% at 100, 200
+and 500 us (read as a fixed time per hand-over: ~12, 15 and 26 us; a
+guess at why is that the longer a thread ran, the more of the caches its
+successor must warm), 2 threads 3.1%, 2.0% and 1.6%.  Hence ``cost()``: the share
+lost at 100 us, ``SHARE_AT_100US_FIT`` while the compute threads fit the
+CPUs and ``SHARE_AT_100US_OVER`` beyond them (the thread handed to must
+first get a CPU), times sqrt(100 us / interval); zero with fewer than two
+compute threads.  ``choose()`` takes the shortest interval of the ladder
+whose cost is within the budget (``FASTLOOP_SWITCH_BUDGET``).  (A 1/interval
+model with 10 us a hand-over chose 200 us for 4 threads and cost 8%, 500 us
+with 15 us and cost 6.6%, against a 5% budget.)
 
 When to act.  Nothing changes until waits say a thread is held back: the
 controller's own wake-ups, late by the GIL wait any waking thread pays (a
@@ -52,14 +55,17 @@ it, hashing or numpy, use CPU without making anyone wait).
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 #: The intervals auto mode holds, in microseconds, shortest first.
 LADDER_US = (50, 100, 200, 500, 1000, 2000)
-#: A hand-over's lost compute, in us: while the compute threads fit the
-#: CPUs, and when there are more of them than CPUs (module docstring).
-HANDOVER_US_FIT = 3.0
-HANDOVER_US_OVER = 15.0
+#: The share of compute throughput lost at a 100 us interval, while the
+#: compute threads fit the CPUs and when there are more of them than CPUs;
+#: the rounded-up spread of three rate runs (2 threads: 0.03-0.05 at 100 us;
+#: 4 threads: 0.11-0.13), see the module docstring for the shape.
+SHARE_AT_100US_FIT = 0.04
+SHARE_AT_100US_OVER = 0.12
 #: A wake-up this late, at CPython's interval, means a thread holds the GIL
 #: (an idle process wakes ~0.1 ms late here; one pure-Python thread makes
 #: it ~5.2 ms).
@@ -97,8 +103,8 @@ def cost(interval_us: float, competitors: int, cpus: int) -> float:
     """The share of compute throughput hand-overs cost at this interval."""
     if competitors < 2:
         return 0.0
-    handover = HANDOVER_US_FIT if competitors <= cpus else HANDOVER_US_OVER
-    return handover / interval_us
+    share = SHARE_AT_100US_FIT if competitors <= cpus else SHARE_AT_100US_OVER
+    return share * math.sqrt(100.0 / interval_us)
 
 
 def choose(competitors: int, cpus: int, budget: float) -> float:

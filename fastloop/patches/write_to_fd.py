@@ -145,10 +145,11 @@ SLOW_FLOOR_NS = 50_000
 #: Why 256: inside the 64-byte echo a timed call costs ~1-2 us more than an
 #: untimed one, far more than its two clock reads (leaving the hot path at
 #: random upsets the interpreter's branch prediction: the price is paid per
-#: departure).  ``python bench/echo_floor.py`` put the echo at 1.020 with
-#: 1 in 16 timed, 1.015 at 64, 1.011 at 256 and 1.010 with no call timed:
-#: at 256 the sample costs less than the echo can resolve, and what is left
-#: is the exact counting.  A quiet stream's histogram is thin; its first
+#: departure).  ``python bench/echo_floor.py --rounds 101`` put the echo at
+#: 1.016 with 1 in 16 timed, 1.009 at 256 and 1.009 with no call timed (a
+#: run with a 1-in-64 arm added: 1.020, 1.015 at 64, 1.011, 1.010): at 256
+#: the sample costs less than the echo can resolve, and what is left is the
+#: exact counting.  A quiet stream's histogram is thin; its first
 #: call is always timed, and FASTLOOP_WRITE_TIMING=every times them all.
 SAMPLE_EVERY = 256
 #: log(1 - 1/SAMPLE_EVERY): a geometric draw divides by it.
