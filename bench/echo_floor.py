@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import statistics
 import sys
 import time
@@ -30,9 +29,9 @@ from tornado import iostream
 
 import _results
 import fastloop
+from _write_arms import write_to_fd_arm
 from fastloop import ab
 from fastloop.cli import _workloads as workloads
-from fastloop.patches import write_to_fd
 from fastloop.patches.write_to_fd import SAMPLE_EVERY
 
 TRIPS = 2000
@@ -95,24 +94,6 @@ def with_write_to_fd(replacement: Callable[[Any, Any], int]) -> Callable[[], flo
     return arm
 
 
-def patched(timing: str, every: int = SAMPLE_EVERY) -> Callable[[], float]:
-    """fastloop's patch; ``every`` other than the default tries another gap."""
-
-    def arm() -> float:
-        fastloop.configure(write_timing=timing)
-        write_to_fd.SAMPLE_EVERY = every
-        write_to_fd._LOG_UNTIMED = math.log1p(-1 / every)
-        try:
-            with fastloop.patched(["write_to_fd"]):
-                return echo()
-        finally:
-            fastloop.configure(write_timing="sampled")
-            write_to_fd.SAMPLE_EVERY = SAMPLE_EVERY
-            write_to_fd._LOG_UNTIMED = math.log1p(-1 / SAMPLE_EVERY)
-
-    return arm
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=61)
@@ -125,10 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         "two clock reads": with_write_to_fd(two_clock_reads),
         "two clock reads, inlined": with_write_to_fd(inlined_clock_reads),
         "one counter, inlined": with_write_to_fd(one_counter),
-        "fastloop write_to_fd, no call timed": patched("sampled", every=10**12),
-        "fastloop write_to_fd, 1 in 16 timed": patched("sampled", every=16),
-        "fastloop write_to_fd": patched("sampled"),
-        "fastloop write_to_fd, every call timed": patched("every"),
+        "fastloop write_to_fd, no call timed": write_to_fd_arm(echo, "sampled", 10**12),
+        "fastloop write_to_fd, 1 in 16 timed": write_to_fd_arm(echo, "sampled", 16),
+        "fastloop write_to_fd": write_to_fd_arm(echo, "sampled"),
+        "fastloop write_to_fd, every call timed": write_to_fd_arm(echo, "every"),
     }
     times = ab.interleave(arms, rounds=args.rounds)
     results = []

@@ -14,20 +14,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import socket
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from tornado.iostream import IOStream
 
 import _results
 import fastloop
+from _write_arms import write_to_fd_arm
 from fastloop import ab
-from fastloop.patches import write_to_fd
 from fastloop.patches.write_to_fd import SAMPLE_EVERY
 
 TRIPS = 3000
@@ -52,25 +50,6 @@ def echo_round() -> float:
     return asyncio.run(main())
 
 
-def arm(timing: str, every: int = SAMPLE_EVERY) -> Callable[[], float]:
-    """The write_to_fd patch alone; ``every`` other than the default tries
-    another gap (10**12: no call timed after a stream's first)."""
-
-    def run() -> float:
-        fastloop.configure(write_timing=timing)
-        write_to_fd.SAMPLE_EVERY = every
-        write_to_fd._LOG_UNTIMED = math.log1p(-1 / every)
-        try:
-            with fastloop.patched(["write_to_fd"]):
-                return echo_round()
-        finally:
-            fastloop.configure(write_timing="sampled")
-            write_to_fd.SAMPLE_EVERY = SAMPLE_EVERY
-            write_to_fd._LOG_UNTIMED = math.log1p(-1 / SAMPLE_EVERY)
-
-    return run
-
-
 #: The arms beside stock: what the exact counting alone costs, the default
 #: (durations of 1 call in SAMPLE_EVERY), and what a user who asks for
 #: every call's duration pays.
@@ -88,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     fastloop.uninstall()
     arms = {"stock": echo_round} | {
-        timing: arm(mode, every) for timing, (mode, every) in TIMINGS.items()
+        timing: write_to_fd_arm(echo_round, mode, every)
+        for timing, (mode, every) in TIMINGS.items()
     }
     times = ab.interleave(arms, rounds=args.rounds)
     results = []

@@ -152,10 +152,9 @@ SLOW_FLOOR_NS = 50_000
 #: exact counting.  A quiet stream's histogram is thin; its first
 #: call is always timed, and FASTLOOP_WRITE_TIMING=every times them all.
 SAMPLE_EVERY = 256
-#: log(1 - 1/SAMPLE_EVERY): a geometric draw divides by it.
-_LOG_UNTIMED = math.log1p(-1 / SAMPLE_EVERY)
 
-#: The clocks of a timed call (tests substitute them before install).
+#: The clocks of a timed call (tests substitute them, and benchmarks
+#: SAMPLE_EVERY, before install).
 clock: Callable[[], int] = time.perf_counter_ns
 cpu_clock: Callable[[], int] = time.thread_time_ns
 #: The sampler's coin, uniform in [0, 1): fastloop's own generator, reseeded
@@ -220,6 +219,8 @@ def recorders(streams: PerObject) -> Recorders:
     beyond ``bytes_written`` (one update fewer per full write).
     """
     wall, cpu_time, toss, log = clock, cpu_clock, coin, math.log
+    every = SAMPLE_EVERY
+    log_untimed = math.log1p(-1 / every)  # a geometric draw divides by it
     log_slow = SlowWriteLog()
 
     def counters_of(stream: Any) -> Any:
@@ -237,8 +238,8 @@ def recorders(streams: PerObject) -> Recorders:
             counters.max_ns = elapsed
         if SAMPLING:
             # The untimed calls before the next timed one are geometric.
-            counters.weight = SAMPLE_EVERY
-            gap = int(log(1.0 - toss()) / _LOG_UNTIMED)
+            counters.weight = every
+            gap = int(log(1.0 - toss()) / log_untimed)
             counters.timed_at = counters.calls + 1 + gap
         else:
             counters.weight = 1
@@ -292,7 +293,7 @@ def count_written(counters: Any, offered: int, written: int) -> None:
 # The wrappers below keep only the untimed call in line, a dozen bytecodes
 # over stock's; the timed call, 1 in SAMPLE_EVERY, takes a frame or two
 # more out of line, and each free variable of a closure is copied on every
-# call, so they have two (bench/write_overhead.py: 76 ns a call over stock,
+# call, so they have three (bench/write_overhead.py: 76 ns a call over stock,
 # 107 ns with the timed steps in line).  They are plain functions rather
 # than wrapt FunctionWrappers: the proxy layer costs ~100 ns a write.  Like
 # stock, each drops ``data`` before it returns or raises: a live memoryview
