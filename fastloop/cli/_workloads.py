@@ -128,36 +128,31 @@ def _count_down(
     return done, tick
 
 
+async def _burst(s: Slice, add: Callable[[Callable[[], None]], object]) -> Round:
+    """Bursts of n callbacks added at once, each burst awaited until all ran."""
+    loop = asyncio.get_running_loop()
+
+    async def burst(n: int) -> None:
+        done, tick = _count_down(loop, n)
+        for _ in range(n):
+            add(tick)
+        await done
+
+    return await _batches(s, burst)
+
+
 def onloop_burst(runner: Runner, s: Slice) -> Round:
     async def main() -> Round:
         from tornado.ioloop import IOLoop
 
-        loop = asyncio.get_running_loop()
-        add = IOLoop.current().add_callback
-
-        async def burst(n: int) -> None:
-            done, tick = _count_down(loop, n)
-            for _ in range(n):
-                add(tick)
-            await done
-
-        return await _batches(s, burst)
+        return await _burst(s, IOLoop.current().add_callback)
 
     return runner(main())
 
 
 def call_soon_burst(runner: Runner, s: Slice) -> Round:
     async def main() -> Round:
-        loop = asyncio.get_running_loop()
-        call_soon = loop.call_soon
-
-        async def burst(n: int) -> None:
-            done, tick = _count_down(loop, n)
-            for _ in range(n):
-                call_soon(tick)
-            await done
-
-        return await _batches(s, burst)
+        return await _burst(s, asyncio.get_running_loop().call_soon)
 
     return runner(main())
 
