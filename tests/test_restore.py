@@ -174,3 +174,52 @@ def test_uninstall_while_producers_add_callbacks_loses_none_and_leaves_nothing()
     loop.close()
     stop.set()
     assert found == {"loop": [], "selector": [], "io": []}
+
+
+def test_patches_swapped_on_a_running_loop_keep_every_message_and_count():
+    """install() and uninstall() from the loop's own coroutine, between echo
+    rounds on live streams (what a user's ``client.run(fastloop.install)``
+    does, and how bench/http_app.py --in-process swaps arms): every message
+    comes back intact and in order, writes are counted exactly while
+    installed and not at all while not, and nothing is left on the objects."""
+    trips, cycles = 50, 4
+
+    async def main() -> tuple[list[bytes], list[int], dict[str, list[str]]]:
+        fastloop.reset_stats()
+        mine, theirs = socket.socketpair()
+        left, right = IOStream(mine), IOStream(theirs)
+        echoed, counted = [], []
+        for cycle in range(cycles):
+            for installed in (True, False):
+                if installed:
+                    fastloop.install()
+                else:
+                    fastloop.uninstall()
+                for trip in range(trips):
+                    message = f"{cycle}:{installed}:{trip}".encode().ljust(64)
+                    await left.write(message)
+                    await right.write(await right.read_bytes(64))
+                    echoed.append(await left.read_bytes(64))
+                counted.append(fastloop.stats().write_to_fd.calls)
+        loop = asyncio.get_running_loop()
+        found = {
+            "loop": traces(loop),
+            "selector": traces(loop._selector),  # type: ignore[attr-defined]
+            "ioloop": traces(IOLoop.current()),
+            "stream": traces(left),
+        }
+        left.close()
+        right.close()
+        return echoed, counted, found
+
+    echoed, counted, found = asyncio.run(main())
+    assert echoed == [
+        f"{cycle}:{installed}:{trip}".encode().ljust(64)
+        for cycle in range(cycles)
+        for installed in (True, False)
+        for trip in range(trips)
+    ]
+    # Two writes a trip, counted in the installed half of each cycle only.
+    per_cycle = 2 * trips
+    assert counted == [per_cycle * (index // 2 + 1) for index in range(2 * cycles)]
+    assert found == {"loop": [], "selector": [], "ioloop": [], "stream": []}
