@@ -1,7 +1,6 @@
 """Whole application: a dask LocalCluster with worker processes, with and without FASTLOOP.
 
-    python bench/dask_app.py [--scenario idle|busy] [--in-process] [--rounds N]
-                             [--json PATH]
+    python bench/dask_app.py [--scenario idle|busy] [--rounds N] [--json PATH]
 
 Needs distributed (pip install 'tornado-fastloop[dask]').  Each round runs the whole
 cluster once per arm as fresh subprocesses, in an order that rotates from
@@ -13,14 +12,6 @@ from code.
 ``idle``: 2 worker processes of 1 thread; actor round-trip latency, wall
 time of 2,000 tiny tasks, and the CPU seconds the scheduler and workers
 spend per 1,000 actor calls (loop overhead is the seed's real metric).
-
-``--in-process`` (``idle`` only): one cluster for the whole run, whose
-processes (client and scheduler, nannies, workers) swap their patches
-between slices: ``uninstall()``, then ``install()`` of what the arm's
-``FASTLOOP`` names, each on its own loop thread.  A slice needs no
-cluster start-up, so a run fits more rounds in the same time.  It is not
-quieter: the actor round trip varies by ~15% from slice to slice of one
-cluster, as from one fresh cluster to the next.
 
 ``busy``: 1 worker process of 2 threads, one of them running a pure-Python
 task for the whole run (dask/distributed#6325: the worker's loop waits for
@@ -37,7 +28,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import _results
 from _arms import ARMS
@@ -78,83 +68,30 @@ def engagements():
     return fastloop.stats().switchinterval.engagements if fastloop else 0
 """
 
-#: What both idle scripts run: a warmed-up cluster, and one measurement.
-IDLE_COMMON = (
+IDLE = (
     COMMON
     + r"""
-def cluster():
-    return LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                        dashboard_address=None)
-
-def warm_up(client):
-    actor = client.submit(Counter, actor=True).result()
-    for _ in range(100):
-        actor.incr().result()
-    client.gather(client.map(inc, range(200), pure=False))
-    return actor
-
-def measure(client, actor):
-    workers_before = sum(client.run(cpu).values())
-    scheduler_before = time.process_time()
-    start = time.perf_counter()
-    for _ in range(1000):
-        actor.incr().result()
-    actor_s = time.perf_counter() - start
-    cpu_s = (time.process_time() - scheduler_before) + (
-        sum(client.run(cpu).values()) - workers_before)
-    start = time.perf_counter()
-    client.gather(client.map(inc, range(2000), pure=False))
-    return {"actor_s": actor_s, "tasks_s": time.perf_counter() - start,
-            "cpu_s_per_1k": cpu_s,
-            "worker_patches": sorted(set(map(tuple, client.run(patched).values()))),
-            "engagements": sum(client.run(engagements).values())}
-"""
-)
-
-IDLE = (
-    IDLE_COMMON
-    + r"""
 if __name__ == "__main__":
-    with cluster() as running, Client(running) as client:
-        print(json.dumps(measure(client, warm_up(client))))
-"""
-)
-
-IDLE_IN_PROCESS = (
-    IDLE_COMMON
-    + r"""
-def set_patches(spec):
-    # This process's patches made those FASTLOOP=spec names (stock if empty).
-    import fastloop
-    from fastloop import config
-    from fastloop.patches import registry
-    fastloop.uninstall()
-    names, problems = config.patches_from_environ(
-        {"FASTLOOP": spec}, registry.known(), registry.default_set())
-    assert not problems, problems
-    if names is None or names:
-        fastloop.install(names)
-    return sorted(fastloop.installed())
-
-def one_slice(client, actor, spec):
-    client.run(set_patches, spec, nanny=True)
-    client.run(set_patches, spec)
-    client.run_on_scheduler(set_patches, spec)
-    return measure(client, actor)
-
-if __name__ == "__main__":
-    import functools
-    from fastloop import ab
-    arms, rounds = json.loads(sys.argv[1]), int(sys.argv[2])
-    with cluster() as running, Client(running) as client:
-        actor = warm_up(client)
-        runs = ab.interleave(
-            {arm: functools.partial(one_slice, client, actor, spec)
-             for arm, spec in arms.items()},
-            rounds=rounds, warmup=1,
-            progress=lambda done, total: print(
-                f"round {done}/{total}", file=sys.stderr, flush=True))
-        print(json.dumps(runs))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        actor = client.submit(Counter, actor=True).result()
+        for _ in range(100):
+            actor.incr().result()
+        client.gather(client.map(inc, range(200), pure=False))
+        workers_before = sum(client.run(cpu).values())
+        scheduler_before = time.process_time()
+        start = time.perf_counter()
+        for _ in range(1000):
+            actor.incr().result()
+        actor_s = time.perf_counter() - start
+        cpu_s = (time.process_time() - scheduler_before) + (
+            sum(client.run(cpu).values()) - workers_before)
+        start = time.perf_counter()
+        client.gather(client.map(inc, range(2000), pure=False))
+        tasks_s = time.perf_counter() - start
+        print(json.dumps({"actor_s": actor_s, "tasks_s": tasks_s, "cpu_s_per_1k": cpu_s,
+                          "worker_patches": sorted(set(map(tuple, client.run(patched).values()))),
+                          "engagements": sum(client.run(engagements).values())}))
 """
 )
 
@@ -207,30 +144,18 @@ SCENARIOS = {
 }
 
 
-def one_run(
-    script: str, fastloop: dict[str, str], *args: str, show_stderr: bool = False
-) -> Any:
-    """The script's last line of output, as JSON, run with these FASTLOOP variables."""
+def one_run(script: str, fastloop: dict[str, str]) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
     env.update(fastloop)
     out = subprocess.run(
-        [sys.executable, "-c", script, *args],
+        [sys.executable, "-c", script],
         env=env,
-        stdout=subprocess.PIPE,
-        stderr=None if show_stderr else subprocess.DEVNULL,
+        capture_output=True,
         text=True,
         check=True,
-        timeout=3600,
+        timeout=900,
     ).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
-def in_one_cluster(arms: dict[str, dict[str, str]], rounds: int) -> Any:
-    """Every arm's rows from one idle cluster that swaps its patches per slice."""
-    specs = {arm: value.get("FASTLOOP", "") for arm, value in arms.items()}
-    return one_run(
-        IDLE_IN_PROCESS, {}, json.dumps(specs), str(rounds), show_stderr=True
-    )
+    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def _progress(done: int, total: int) -> None:
@@ -241,9 +166,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", choices=SCENARIOS, default="idle")
     parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument(
-        "--in-process", action="store_true", help="idle: one cluster, patches swapped"
-    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     try:
@@ -256,21 +178,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     script, cluster, measures = SCENARIOS[args.scenario]
     arms = list(ARMS[args.scenario])
-    if args.in_process and args.scenario != "idle":
-        parser.error("--in-process measures the idle scenario only")
-    if args.in_process:
-        runs = in_one_cluster(ARMS[args.scenario], args.rounds)
-        cluster += ", one cluster, patches swapped between slices"
-    else:
-        runs = ab.interleave(
-            {
-                arm: functools.partial(one_run, script, value)
-                for arm, value in ARMS[args.scenario].items()
-            },
-            rounds=args.rounds,
-            warmup=0,
-            progress=_progress,
-        )
+    runs = ab.interleave(
+        {
+            arm: functools.partial(one_run, script, value)
+            for arm, value in ARMS[args.scenario].items()
+        },
+        rounds=args.rounds,
+        warmup=0,
+        progress=_progress,
+    )
     for arm, rows in runs.items():
         active = [row["worker_patches"] for row in rows]
         assert all(bool(a[0]) == bool(ARMS[args.scenario][arm]) for a in active), (

@@ -1,7 +1,6 @@
 """Whole application: a Tornado HTTP server under wrk load, with and without FASTLOOP.
 
-    python bench/http_app.py [--scenario idle|busy] [--in-process] [--rounds N]
-                             [--seconds S] [--json PATH]
+    python bench/http_app.py [--scenario idle|busy] [--rounds N] [--seconds S] [--json PATH]
 
 Needs wrk (Debian: apt-get install wrk).  Each round starts the server as a
 fresh subprocess once per arm, in an order that rotates from round to round
@@ -9,16 +8,9 @@ fresh subprocess once per arm, in an order that rotates from round to round
 separate wrk process over loopback, and records requests per second, p99
 latency, and the server's CPU time per 1,000 requests.
 
-``--in-process``: one server for the whole run, which swaps its patches
-between slices (``uninstall()``, then ``install()`` of what that arm's
-``FASTLOOP`` names, on the loop thread).  A slice then needs no start-up
-and no warm-up, so a run fits ~2.5x the rounds in the same time.  It is
-not quieter: paired slices of one process differ by ~5% here, as fresh
-processes do, and a 1% bar needs rounds (61 give ~[-1.5%, +1.5%]).
-
 The idle server is pinned to CPU 0, wrk to CPU 1: left to float, the
 server shares wrk's core in some rounds (the spread of paired rounds was
-7.4% unpinned and 4.5% pinned, one 15-round run each).
+7.6% unpinned and 4.7% pinned, one 15-round run each).
 
 ``busy``: the server process also runs a thread that computes in pure
 Python the whole time (a background job, a metrics thread gone wild),
@@ -54,20 +46,6 @@ class Hello(tornado.web.RequestHandler):
     def get(self):
         self.write(b"x" * 2048)
 
-class Patches(tornado.web.RequestHandler):
-    def put(self):
-        import fastloop
-        from fastloop import config
-        from fastloop.patches import registry
-        fastloop.uninstall()
-        names, problems = config.patches_from_environ(
-            {"FASTLOOP": self.request.body.decode()}, registry.known(),
-            registry.default_set())
-        assert not problems, problems
-        if names is None or names:
-            fastloop.install(names)
-        self.write({"installed": sorted(fastloop.installed())})
-
 class Cpu(tornado.web.RequestHandler):
     def get(self):
         fastloop = sys.modules.get("fastloop")
@@ -86,8 +64,7 @@ sock = socket.socket()
 sock.bind(("127.0.0.1", 0))
 sock.listen(1024)
 sock.setblocking(False)
-server = HTTPServer(tornado.web.Application(
-    [("/", Hello), ("/cpu", Cpu), ("/patches", Patches)]))
+server = HTTPServer(tornado.web.Application([("/", Hello), ("/cpu", Cpu)]))
 server.add_sockets([sock])
 print(sock.getsockname()[1], flush=True)
 IOLoop.current().start()
@@ -115,10 +92,9 @@ def _ms(text: str) -> float:
     return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3}[unit]
 
 
-def start_server(
-    fastloop: dict[str, str], scenario: str
-) -> tuple[subprocess.Popen[str], int]:
-    """The server process, with these FASTLOOP variables, and its port."""
+def one_run(
+    fastloop: dict[str, str], seconds: float, scenario: str
+) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
     env.update(fastloop)
     server = subprocess.Popen(
@@ -130,61 +106,28 @@ def start_server(
         # one would (one core changes how the GIL is handed over).
         preexec_fn=_on_cpu_0 if scenario == "idle" else None,
     )
-    return server, int(server.stdout.readline())  # type: ignore[union-attr]
-
-
-def set_patches(port: int, fastloop: dict[str, str]) -> None:
-    """Make the running server's patches those these FASTLOOP variables name."""
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/patches",
-        data=fastloop.get("FASTLOOP", "").encode(),
-        method="PUT",
-    )
-    with urllib.request.urlopen(request) as response:
-        installed = json.load(response)["installed"]
-    if bool(installed) != bool(fastloop):
-        raise RuntimeError(
-            f"the server has {installed} installed, asked for {fastloop}"
-        )
-
-
-def wrk(port: int, seconds: float, latency: bool = False) -> str:
-    """wrk's report of a run against the server, from CPU 1."""
-    return subprocess.run(
-        ["wrk", "-t1", "-c16", f"-d{int(seconds)}s", f"http://127.0.0.1:{port}/"]
-        + (["--latency"] if latency else []),
-        capture_output=True,
-        text=True,
-        check=True,
-        preexec_fn=_on_cpu_1,
-    ).stdout
-
-
-def one_run(
-    fastloop: dict[str, str], seconds: float, scenario: str
-) -> dict[str, float]:
-    """A fresh server with these FASTLOOP variables, warmed up, then measured."""
-    server, port = start_server(fastloop, scenario)
     try:
-        wrk(port, 1)
-        return measure(port, seconds)
+        port = int(server.stdout.readline())  # type: ignore[union-attr]
+        url = f"http://127.0.0.1:{port}/"
+        subprocess.run(
+            ["wrk", "-t1", "-c16", "-d1s", url],
+            capture_output=True,
+            check=True,
+            preexec_fn=_on_cpu_1,
+        )
+        before = server_state(port)["cpu"]
+        out = subprocess.run(
+            ["wrk", "-t1", "-c16", f"-d{int(seconds)}s", "--latency", url],
+            capture_output=True,
+            text=True,
+            check=True,
+            preexec_fn=_on_cpu_1,
+        ).stdout
+        after = server_state(port)
+        used = after["cpu"] - before
     finally:
         server.terminate()
         server.wait()
-
-
-def one_slice(port: int, fastloop: dict[str, str], seconds: float) -> dict[str, float]:
-    """The shared server switched to these FASTLOOP variables, then measured."""
-    set_patches(port, fastloop)
-    return measure(port, seconds)
-
-
-def measure(port: int, seconds: float) -> dict[str, float]:
-    """One wrk run: requests a second, p99, and the server's CPU per request."""
-    before = server_state(port)
-    out = wrk(port, seconds, latency=True)
-    after = server_state(port)
-    used = after["cpu"] - before["cpu"]
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     # The distribution's own line: "+/- Stdev" columns such as "85.99%" end
     # in "99%" too.
@@ -194,7 +137,7 @@ def measure(port: int, seconds: float) -> dict[str, float]:
         "rps": rps,
         "p99_ms": p99,
         "cpu_s_per_1k": used / requests * 1000,
-        "engagements": after["engagements"] - before["engagements"],
+        "engagements": after["engagements"],
     }
 
 
@@ -207,41 +150,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", choices=("idle", "busy"), default="idle")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seconds", type=int, default=4)
-    parser.add_argument(
-        "--in-process", action="store_true", help="one server, patches swapped"
-    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         print("bench/http_app.py needs wrk: apt-get install wrk", file=sys.stderr)
         return 2
     arms = list(ARMS[args.scenario])
-    if args.in_process:
-        server, port = start_server({}, args.scenario)
-        try:
-            wrk(port, 1)
-            runs = ab.interleave(
-                {
-                    arm: functools.partial(one_slice, port, value, args.seconds)
-                    for arm, value in ARMS[args.scenario].items()
-                },
-                rounds=args.rounds,
-                warmup=0,
-                progress=_progress,
-            )
-        finally:
-            server.terminate()
-            server.wait()
-    else:
-        runs = ab.interleave(
-            {
-                arm: functools.partial(one_run, value, args.seconds, args.scenario)
-                for arm, value in ARMS[args.scenario].items()
-            },
-            rounds=args.rounds,
-            warmup=0,
-            progress=_progress,
-        )
+    runs = ab.interleave(
+        {
+            arm: functools.partial(one_run, value, args.seconds, args.scenario)
+            for arm, value in ARMS[args.scenario].items()
+        },
+        rounds=args.rounds,
+        warmup=0,
+        progress=_progress,
+    )
     stock = runs["stock"]
     measures = (
         ("time per request", lambda r: 1 / r["rps"]),
@@ -268,8 +191,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"medians: {median}")
     if args.json:
         load = f"wrk -t1 -c16 -d{int(args.seconds)}s, 2 KiB responses"
-        if args.in_process:
-            load += ", one server process, patches swapped between slices"
         if args.scenario == "busy":
             load += ", a pure-Python thread in the server"
         _results.save(

@@ -340,10 +340,8 @@ def _cluster_rows() -> list[str]:
 #: Whole-application results files, in the order the README lists them.
 APPS = (
     ("http.json", "Tornado HTTP server under wrk", "idle"),
-    ("http_in_process.json", "Tornado HTTP server under wrk", "idle, one process"),
     ("http_busy.json", "Tornado HTTP server under wrk", "beside a busy thread"),
     ("dask.json", "dask LocalCluster", "idle"),
-    ("dask_in_process.json", "dask LocalCluster", "idle, one cluster"),
     ("dask_busy.json", "dask LocalCluster", "busy worker"),
 )
 
@@ -357,13 +355,7 @@ def _app_rows() -> list[str]:
         "Whole applications, switched only by `FASTLOOP` in paired subprocesses "
         "(lower is better; `bench/http_app.py`, `bench/dask_app.py`; `FASTLOOP=1` "
         "is the default set; `all,...` adds opt-in patches to it; the idle HTTP "
-        "server on CPU 0, wrk on CPU 1). The idle rows are also run a second way "
-        '(`--in-process`, "one process"): one server or cluster for the whole '
-        "run, whose processes swap their patches between slices with "
-        "`uninstall()` and `install()` of what the arm's `FASTLOOP` names. Its "
-        "slices skip start-up, so a run fits more rounds; paired slices still "
-        "differ by ~5% (HTTP) and ~15% (dask's actor round trip), as fresh "
-        "processes do, which is why these intervals are wider than 1%:",
+        "server on CPU 0, wrk on CPU 1):",
         "",
         "| application | scenario | measure | arm | fastloop/stock [95% CI] | rounds |",
         "|---|---|---|---|---|--:|",

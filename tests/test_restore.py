@@ -179,9 +179,10 @@ def test_uninstall_while_producers_add_callbacks_loses_none_and_leaves_nothing()
 def test_patches_swapped_on_a_running_loop_keep_every_message_and_count():
     """install() and uninstall() from the loop's own coroutine, between echo
     rounds on live streams (what a user's ``client.run(fastloop.install)``
-    does, and how bench/http_app.py --in-process swaps arms): every message
-    comes back intact and in order, writes are counted exactly while
-    installed and not at all while not, and nothing is left on the objects."""
+    does): every message comes back intact and in order, writes are counted
+    exactly while installed and not at all while not, and nothing is left
+    on the objects.  (``wakeup`` and ``poll`` take no loop made before
+    install(); the class-level patches apply at once.)"""
     trips, cycles = 50, 4
 
     async def main() -> tuple[list[bytes], list[int], dict[str, list[str]]]:
