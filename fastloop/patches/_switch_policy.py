@@ -65,15 +65,16 @@ LADDER_US = (50, 100, 200, 500, 1000, 2000)
 #: the rounded-up loss measured (``bench/gil_echo.py --scenario rate``, see
 #: the module docstring for the shape).  2 threads: 0.03-0.05 in three rate
 #: runs.  4 threads on 2 CPUs: 0.11-0.13 in three 21-round runs, then 0.157
-#: [0.096, 0.206] and 0.136 [0.070, 0.177] in two of 31 rounds, so 0.16.  At 0.12 the model priced 1000 us at 3.8% and auto held it there,
-#: which kept the budget in the echo server only just (compute 0.934-1.033
-#: over eleven runs of 1000 us, median ~0.96) and broke it in the dask
-#: worker with 4 task threads (``bench/gil_dask.py``: 0.907, 0.91, and
-#: 0.90-0.92 in the runs issue 18 reports).  At 0.16 it prices 1000 us at
-#: 5.1%, over the 5% default, and holds 2000 us (3.6%), which measured
-#: 0.98-1.03 in the echo server and 0.955-0.96 in the dask worker, for about
-#: twice 1000 us's p50 (echo 13 ms against 6 ms, dask 50 ms against 30 ms,
-#: stock 26-42 and 176-215 ms).
+#: [0.096, 0.206] and 0.136 [0.070, 0.177] in two of 31 rounds, so 0.16.
+#: At 0.12 the model priced 1000 us at 3.8% and auto held it there, which
+#: kept the budget in the echo server only just (compute 0.934-1.033 over
+#: eleven runs of 1000 us, median ~0.96) and broke it in the dask worker
+#: with 4 task threads (``bench/gil_dask.py``: 0.907, 0.91, and 0.90-0.92
+#: in the runs issue 18 reports).  At 0.16 it prices 1000 us at 5.1%, over
+#: the 5% default, and holds 2000 us (3.6%), which measured 0.98-1.03 in
+#: the echo server and 0.955-0.96 in the dask worker, for about twice
+#: 1000 us's p50 (echo 13 ms against 6 ms, dask 50 ms against 30 ms; stock
+#: 26-42 and 176-215 ms).
 SHARE_AT_100US_FIT = 0.04
 SHARE_AT_100US_OVER = 0.16
 #: A wake-up this late, at CPython's interval, means a thread holds the GIL
