@@ -205,10 +205,17 @@ def print_excused(excused: dict[str, str]) -> None:
         print(f"  timing-dependent, failed in both arms: {failure}: {why}")
 
 
-@pytest.mark.slow
-def test_tornado_suite_passes_with_the_same_counts_under_fastloop(capsys, tmp_path):
+@pytest.fixture(scope="module")
+def stock() -> dict[str, object]:
+    """Tornado's suite under stock Tornado, run once for both comparisons."""
     require_installed_pth()
-    stock = run_suite(None)
+    return run_suite(None)
+
+
+@pytest.mark.slow
+def test_tornado_suite_passes_with_the_same_counts_under_fastloop(
+    stock, capsys, tmp_path
+):
     profile = tmp_path / "suite.collapsed"
     patched = run_suite("all,poll", profile)
     with capsys.disabled():  # the counts belong in the CI log
@@ -242,7 +249,7 @@ def test_tornado_suite_passes_with_the_same_counts_under_fastloop(capsys, tmp_pa
 
 @pytest.mark.slow
 def test_tornado_suite_passes_when_every_zero_timeout_poll_keeps_the_gil(
-    capsys, tmp_path
+    stock, capsys, tmp_path
 ):
     """The ``poll`` patch's held polls, forced on for the whole suite.
 
@@ -250,8 +257,6 @@ def test_tornado_suite_passes_when_every_zero_timeout_poll_keeps_the_gil(
     about them; here every zero-timeout poll goes through ``epoll_wait``
     with the GIL held, and the outcome must still be stock's.
     """
-    require_installed_pth()
-    stock = run_suite(None)
     held = run_suite("all,poll", tmp_path / "suite.collapsed", prelude=HELD)
     with capsys.disabled():
         print(
