@@ -78,9 +78,10 @@ def test_one_short_wait_between_long_ones_restarts_the_evidence():
 @pytest.mark.parametrize(
     ("competitors", "cpus", "budget", "interval"),
     [
-        (2, 2, 0.05, 500),  # threads fit the CPUs: 10% at 100 us
-        (2, 2, 0.1, 100),
-        (2, 4, 0.08, 200),
+        (2, 2, 0.05, 1000),  # threads fit the CPUs: 14% at 100 us
+        (2, 2, 0.07, 500),
+        (2, 2, 0.15, 100),
+        (2, 4, 0.08, 500),
         (3, 2, 0.05, 2000),  # more threads than CPUs: 16% at 100 us
         (4, 2, 0.05, 2000),
         (4, 2, 0.06, 1000),  # a larger budget buys a shorter interval
@@ -156,6 +157,6 @@ def test_the_periodic_check_lets_go_when_nothing_holds_the_gil():
 
 def test_the_cost_model():
     assert policy.cost(50, 1, 2) == 0.0
-    assert policy.cost(100, 2, 2) == pytest.approx(0.10)
+    assert policy.cost(100, 2, 2) == pytest.approx(0.14)
     assert policy.cost(400, 4, 2) == pytest.approx(0.08)  # 1/sqrt(interval)
     assert policy.choose(0, 2, 0.03) == 50
