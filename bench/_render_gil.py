@@ -7,6 +7,36 @@ from pathlib import Path
 from typing import Any
 
 
+def _dask_rates(data: dict[str, Any]) -> str:
+    """'20 a second (10 beside 2 task threads, 5 beside 4; ': each scenario's
+    rate, and the parenthesis the sentence goes on in."""
+    rates = [(s["threads"], s["rate"]) for s in data["scenarios"]]
+    first = rates[0][1]
+    others = [f"{rate:g} beside {threads}" for threads, rate in rates if rate != first]
+    if others:
+        others[0] += " task threads"
+    return f"{first:g} a second (" + (f"{', '.join(others)}; " if others else "")
+
+
+def _dask_calls(data: dict[str, Any]) -> str:
+    """Which arms made fewer calls than offered: their request work differed."""
+    short = []
+    for s in data["scenarios"]:
+        offered = max(row["calls"] for row in s["rows"].values())
+        short += [
+            f"{arm} {row['calls']:.0f} of {offered:.0f} beside {s['threads']}"
+            for arm, row in s["rows"].items()
+            if row["calls"] < 0.95 * offered
+        ]
+    if not short:
+        return "Every arm made the calls offered (median of its rounds)."
+    return (
+        "Calls made (median of the rounds), where an arm made fewer than offered: "
+        + "; ".join(short)
+        + "."
+    )
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms" if seconds < 0.1 else f"{seconds * 1e3:.0f} ms"
 
@@ -218,11 +248,13 @@ def render(results: Path) -> list[str]:
     if dask:
         lines += [
             "**A dask worker whose task threads compute in Python**, 1 ms actor calls "
-            f"at {dask['rate']:g} a second (`python bench/gil_dask.py`, distributed "
+            f"at {_dask_rates(dask)}`python bench/gil_dask.py`, distributed "
             f"{dask['distributed']}, {dask['rounds']} rounds, a fresh cluster per arm "
             "and round; `bench/results/gil_dask.json`):",
             "",
             *_dask(dask),
+            "",
+            _dask_calls(dask),
             "",
             "![dask: latency against compute](bench/results/gil_dask.png)",
             "",

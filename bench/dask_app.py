@@ -9,9 +9,13 @@ opt-in patches on top (``ARMS``); the scheduler and the
 nanny-spawned worker processes pick fastloop up from the environment, not
 from code.
 
-``idle``: 2 worker processes of 1 thread; actor round-trip latency, wall
-time of 2,000 tiny tasks, and the CPU seconds the scheduler and workers
-spend per 1,000 actor calls (loop overhead is the seed's real metric).
+The client's process (the load generator, and the scheduler) runs on CPU
+1 once the cluster is up (``_pinning``).
+
+``idle``: 2 worker processes of 1 thread, on CPU 0; actor round-trip
+latency, wall time of 2,000 tiny tasks, and the CPU seconds the scheduler
+and workers spend per 1,000 actor calls (loop overhead is the seed's real
+metric).
 
 ``busy``: 1 worker process of 2 threads, one of them running a pure-Python
 task for the whole run (dask/distributed#6325: the worker's loop waits for
@@ -31,9 +35,12 @@ from pathlib import Path
 
 import _results
 from _arms import ARMS
+from _pinning import PIN_THREADS
 from fastloop import ab
 
-COMMON = r"""
+COMMON = (
+    PIN_THREADS
+    + r"""
 import json, statistics, sys, time
 from distributed import Client, LocalCluster
 
@@ -67,6 +74,7 @@ def engagements():
     fastloop = sys.modules.get("fastloop")
     return fastloop.stats().switchinterval.engagements if fastloop else 0
 """
+)
 
 IDLE = (
     COMMON
@@ -75,6 +83,8 @@ if __name__ == "__main__":
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
         actor = client.submit(Counter, actor=True).result()
+        pin_threads({1})  # the load generator
+        client.run(pin_threads, {0})  # idle servers take the other core
         for _ in range(100):
             actor.incr().result()
         client.gather(client.map(inc, range(200), pure=False))
@@ -102,6 +112,7 @@ if __name__ == "__main__":
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
         actor = client.submit(Counter, actor=True).result()
+        pin_threads({1})  # the load generator; the busy worker keeps every core
         actor.work().result()
         hog = client.submit(spin, 120, pure=False)
         time.sleep(0.5)  # the spinning task is running now

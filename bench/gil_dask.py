@@ -6,14 +6,17 @@
 Needs distributed (``pip install '.[dask]'``).  One worker process of T
 task threads (at least one), each running a task that counts in pure
 Python for the whole run, plus dask's own actor thread; the client calls an
-actor method that computes for 1 ms, ``--rate`` times a second (sparse
-enough that every arm does the same request work; an arm that cannot keep
+actor method that computes for 1 ms, ``--rate`` times a second, by default
+20 divided by the task threads (``default_rate``): sparse enough that stock
+keeps up, so every arm does the same request work (an arm that cannot keep
 up makes fewer calls, which the results show).  Measured: the calls' p50
 and p90 round trip, and the task threads' compute rate, paired per round
-against stock.  Arms (``_gil_arms``): stock, stock on uvloop, every fixed
-switch interval, and ``FASTLOOP=1`` (auto); the cluster is started fresh
-for every arm of every round, and the worker picks fastloop up from the
-environment, not from code.
+against stock.  The client's process (the load generator, and the
+scheduler) runs on CPU 1; the worker keeps every core.  Arms
+(``_gil_arms``): stock, stock on uvloop, every fixed switch interval, and
+``FASTLOOP=1`` (auto); the cluster is started fresh for every arm of every
+round, and the worker picks fastloop up from the environment, not from
+code.
 """
 
 from __future__ import annotations
@@ -30,10 +33,13 @@ from typing import Any
 
 import _results
 from _gil_arms import arms, without_fastloop
+from _pinning import PIN_THREADS
 from fastloop import ab
 from fastloop.cli.bench import min_rounds
 
-SCRIPT = r"""
+SCRIPT = (
+    PIN_THREADS
+    + r"""
 import json, sys, time
 from distributed import Client, LocalCluster
 
@@ -63,6 +69,7 @@ if __name__ == "__main__":
     with LocalCluster(n_workers=1, threads_per_worker=max(threads, 1), processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
         actor = client.submit(Counter, actor=True).result()
+        pin_threads({1})  # the load generator; the worker keeps every core
         for _ in range(5):
             actor.work().result()
         counting_s = seconds + 1.5
@@ -85,6 +92,19 @@ if __name__ == "__main__":
                           "calls": len(trips), "compute_per_s": sum(counted) / counting_s,
                           **worker}))
 """
+)
+
+
+def default_rate(threads: int) -> float:
+    """Calls a second beside ``threads`` task threads: stock keeps up.
+
+    Stock serves one call at a time, and each task thread makes every call
+    slower: at 20 a second it made 68 of 81 calls beside 2 threads and 29
+    of 81 beside 4 (bench/results/gil_dask.json before this rule), while
+    the short intervals made all 81, so their extra request work (1 ms of
+    Python a call, and the comm's) counted against their compute.
+    """
+    return 20.0 / max(threads, 1)
 
 
 def one_run(
@@ -147,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", default="0,1,2,4")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=4.0)
-    parser.add_argument("--rate", type=float, default=20.0)
+    parser.add_argument(
+        "--rate", type=float, help="actor calls a second (default: 20 / task threads)"
+    )
     parser.add_argument("--arms", help="comma list of arm names (default: all)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path)
@@ -172,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         chosen = {name: chosen[name] for name in args.arms.split(",")}
     scenarios = []
     for threads in map(int, args.threads.split(",")):
+        rate = args.rate or default_rate(threads)
         print(
             f"{threads} task threads: {len(chosen)} arms x {args.rounds} rounds",
             file=sys.stderr,
@@ -179,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         runs = ab.interleave(
             {
-                arm: functools.partial(one_run, env, threads, args.rate, args.seconds)
+                arm: functools.partial(one_run, env, threads, rate, args.seconds)
                 for arm, env in chosen.items()
             },
             rounds=args.rounds,
@@ -196,10 +219,8 @@ def main(argv: list[str] | None = None) -> int:
                 ("switchinterval" in r["installed"]) == wanted for r in arm_runs
             ), arm
         rows = summarize(runs, threads)
-        scenarios.append({"threads": threads, "rows": rows, "runs": runs})
-        print(
-            f"{threads} task threads computing in Python, {args.rate:g} actor calls/s:"
-        )
+        scenarios.append({"threads": threads, "rate": rate, "rows": rows, "runs": runs})
+        print(f"{threads} task threads computing in Python, {rate:g} actor calls/s:")
         for arm, row in rows.items():
             compute = row.get("compute_per_s_vs_stock")
             print(
@@ -218,7 +239,6 @@ def main(argv: list[str] | None = None) -> int:
             args.json,
             "gil_dask",
             distributed=distributed.__version__,
-            rate=args.rate,
             seconds=args.seconds,
             rounds=args.rounds,
             arms=chosen,

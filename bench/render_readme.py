@@ -361,8 +361,9 @@ def _app_rows() -> list[str]:
     lines = [
         "Whole applications, switched only by `FASTLOOP` in paired subprocesses "
         "(lower is better; `bench/http_app.py`, `bench/dask_app.py`; `FASTLOOP=1` "
-        "is the default set; `all,...` adds opt-in patches to it; the idle HTTP "
-        "server on CPU 0, wrk on CPU 1):",
+        "is the default set; `all,...` adds opt-in patches to it; the load "
+        "generators, wrk and the dask client with its scheduler, on CPU 1, the "
+        "idle servers on CPU 0, a busy server on every core):",
         "",
         "| application | scenario | measure | arm | fastloop/stock [95% CI] | rounds |",
         "|---|---|---|---|---|--:|",
