@@ -259,6 +259,24 @@ def render(results: Path) -> list[str]:
             "![dask: latency against compute](bench/results/gil_dask.png)",
             "",
         ]
+    four = load("gil_dask_four_threads.json")
+    if four:
+        (scenario,) = four["scenarios"]
+        rows = scenario["rows"]
+        lines += [
+            f"Beside {scenario['threads']} task threads again, where the budget "
+            "decides between 1000 and 2000 us, with more rounds "
+            f"(`--threads {scenario['threads']} --rounds {four['rounds']} --arms "
+            f'"{",".join(rows)}"`, `bench/results/gil_dask_four_threads.json`): '
+            + "; ".join(
+                f"{arm} p50 {_ms(row['p50_s'])}, compute "
+                f"{_ratio(row['compute_per_s_vs_stock'])}"
+                for arm, row in rows.items()
+                if arm != "stock"
+            )
+            + f" (stock {_ms(rows['stock']['p50_s'])}).",
+            "",
+        ]
         verdicts += [
             (f"dask, {s['threads']} task threads", s["rows"]) for s in dask["scenarios"]
         ]
