@@ -8,14 +8,13 @@ from typing import Any
 
 
 def _dask_rates(data: dict[str, Any]) -> str:
-    """'20 a second (10 beside 2 task threads, 5 beside 4; ': each scenario's
-    rate, and the parenthesis the sentence goes on in."""
+    """Each scenario's call rate: '20 a second, 10 beside 2 task threads, 5 beside 4'."""
     rates = [(s["threads"], s["rate"]) for s in data["scenarios"]]
     first = rates[0][1]
     others = [f"{rate:g} beside {threads}" for threads, rate in rates if rate != first]
     if others:
         others[0] += " task threads"
-    return f"{first:g} a second (" + (f"{', '.join(others)}; " if others else "")
+    return ", ".join([f"{first:g} a second", *others])
 
 
 def _dask_calls(data: dict[str, Any]) -> str:
@@ -248,7 +247,7 @@ def render(results: Path) -> list[str]:
     if dask:
         lines += [
             "**A dask worker whose task threads compute in Python**, 1 ms actor calls "
-            f"at {_dask_rates(dask)}`python bench/gil_dask.py`, distributed "
+            f"at {_dask_rates(dask)} (`python bench/gil_dask.py`, distributed "
             f"{dask['distributed']}, {dask['rounds']} rounds, a fresh cluster per arm "
             "and round; `bench/results/gil_dask.json`):",
             "",
