@@ -20,7 +20,8 @@ metric).
 ``busy``: 1 worker process of 2 threads, one of them running a pure-Python
 task for the whole run (dask/distributed#6325: the worker's loop waits for
 the GIL behind it).  Measured: p50 and p90 round trip of an actor method
-that computes for 1 ms, and the wall time of 500 tiny tasks.
+that computes for 1 ms of its thread's CPU time (``bench/gil_dask.py``
+says why not of wall time), and the wall time of 500 tiny tasks.
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ class Counter:
         self.n += 1
         return self.n
     def work(self):
-        end = time.perf_counter() + 0.001
-        while time.perf_counter() < end:
+        end = time.thread_time() + 0.001  # 1 ms of this thread's CPU
+        while time.thread_time() < end:
             pass
         return 1
 
