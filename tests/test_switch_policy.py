@@ -160,3 +160,23 @@ def test_the_cost_model():
     assert policy.cost(100, 2, 2) == pytest.approx(0.14)
     assert policy.cost(400, 4, 2) == pytest.approx(0.08)  # 1/sqrt(interval)
     assert policy.choose(0, 2, 0.03) == 50
+
+
+def test_threads_that_compute_in_bursts_are_not_competitors():
+    assert policy.competing([]) == 0
+    assert policy.competing([0.9]) == 1
+    assert policy.competing([0.47, 0.41]) == 2  # two task threads
+    assert policy.competing([0.24, 0.2, 0.26, 0.22]) == 4
+    # dask's actor thread serving calls back to back beside one task.
+    assert policy.competing([0.65, 0.28]) == 1
+    assert policy.competing([0.28, 0.65]) == 1
+    part = policy.COMPETING_PART
+    assert policy.competing([0.6, 0.6 * part]) == 2
+    assert policy.competing([0.6, 0.6 * part - 0.01]) == 1
+
+
+def test_a_task_beside_a_busy_actor_gets_the_shortest_interval():
+    rules = Policy(FOUND_US, 0.05)
+    clock = Clock(rules)
+    held = clock.feed(5 * MS, policy.competing([0.65, 0.28]), ticks=policy.ENGAGE_TICKS)
+    assert held == policy.LADDER_US[0] and rules.cost == 0.0

@@ -283,7 +283,7 @@ def test_bad_budgets_are_refused(bad):
 
 
 def test_thread_shares_count_threads_that_compute_and_leave_out_the_loops():
-    from fastloop.patches._switch_controller import ThreadShares
+    from fastloop.patches._switch_controller import COMPUTE_SHARE, ThreadShares
 
     shares = ThreadShares()
     idle = threading.Event()
@@ -291,12 +291,55 @@ def test_thread_shares_count_threads_that_compute_and_leave_out_the_loops():
     sleeper.start()
     try:
         with spinning() as (spinner,):
-            assert shares.compute_threads(set(), time.perf_counter_ns()) == -1
+            assert shares.compute_shares(set(), time.perf_counter_ns()) is None
             time.sleep(0.05)  # the spinner computes; the sleeper and we do not
-            assert shares.compute_threads(set(), time.perf_counter_ns()) == 1
+            (ran,) = shares.compute_shares(set(), time.perf_counter_ns()) or [None]
+            assert ran is not None and COMPUTE_SHARE <= ran <= 1.0
             time.sleep(0.05)
             now = time.perf_counter_ns()
-            assert shares.compute_threads({spinner.ident}, now) == 0  # a loop's
+            assert shares.compute_shares({spinner.ident}, now) == []  # a loop's
     finally:
         idle.set()
         sleeper.join()
+
+
+def test_thread_shares_are_smoothed_over_ticks_and_start_afresh(monkeypatch):
+    """Fed made-up CPU clocks: one tick's share moves the smoothed one by
+    ``SMOOTHING``, and ``forget()`` drops the history."""
+    from types import SimpleNamespace
+
+    from fastloop.patches import _switch_controller as controller
+
+    cpu: dict[int, int] = {}
+    fake = SimpleNamespace(
+        pthread_getcpuclockid=lambda ident: ident,
+        clock_gettime_ns=lambda clock: cpu[clock],
+    )
+    monkeypatch.setattr(controller, "time", fake)
+    idle = threading.Event()
+    other = threading.Thread(target=idle.wait)
+    other.start()
+    try:
+        me, them = threading.get_ident(), other.ident
+        assert them is not None
+        shares = controller.ThreadShares()
+        tick = 20_000_000
+        cpu.update({me: 0, them: 0})
+        assert shares.compute_shares(set(), 0) is None  # no last reading
+        cpu[me] += tick  # this thread ran the whole tick, the other none
+        assert shares.compute_shares(set(), tick) == [1.0]
+        cpu[them] += tick  # now the other way round
+        got = sorted(shares.compute_shares(set(), 2 * tick) or [])
+        weight = controller.SMOOTHING
+        assert got == pytest.approx(sorted([1.0 - weight, weight]))
+        # A tick of rest decays the other's share; a loop's thread is left out.
+        assert shares.compute_shares({me}, 3 * tick) == [
+            pytest.approx((1 - weight) * weight)
+        ]
+        shares.forget()
+        assert shares.compute_shares(set(), 4 * tick) is None
+        cpu[them] += tick
+        assert shares.compute_shares(set(), 5 * tick) == [1.0]  # afresh
+    finally:
+        idle.set()
+        other.join()

@@ -37,7 +37,9 @@ budget's side.  Hence ``cost()``: the share lost at 100 us,
 ``SHARE_AT_100US_FIT`` while the compute threads fit the CPUs and
 ``SHARE_AT_100US_OVER`` beyond them (the thread handed to must first get a
 CPU), times sqrt(100 us / interval); zero with fewer than two compute
-threads.  ``choose()`` takes the shortest interval of the ladder
+threads, where a thread that ran less than half the busiest one's time
+is none (``competing()``: it computes in bursts, and measured, hand-overs
+to it are free).  ``choose()`` takes the shortest interval of the ladder
 whose cost is within the budget (``FASTLOOP_SWITCH_BUDGET``).  (A 1/interval
 model with 10 us a hand-over chose 200 us for 4 threads and cost 8%, 500 us
 with 15 us and cost 6.6%, against a 5% budget.)
@@ -59,6 +61,7 @@ it, hashing or numpy, use CPU without making anyone wait).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 #: The intervals auto mode holds, in microseconds, shortest first.
@@ -96,6 +99,16 @@ LADDER_US = (50, 100, 200, 500, 1000, 2000)
 #: 0.948], 2000 us 0.961 [0.945, 0.979].
 SHARE_AT_100US_FIT = 0.14
 SHARE_AT_100US_OVER = 0.16
+#: A compute thread that ran less than this part of the busiest one's time
+#: is not counted as a competitor.  dask's actor thread serving 1 ms calls
+#: (of CPU time) back to back beside one task ran 0.23-0.28 of the time
+#: beside the task's 0.65 (0.36-0.44 of it), and the hand-overs to it cost
+#: nothing: at 150 calls a second, 50 us kept 1.001 [0.977, 1.049] of
+#: 1000 us's compute for 0.85 [0.78, 0.91] of its p50 (``bench/gil_dask.py
+#: --threads 1 --rate 150``, 8 rounds), while counting it as a second task
+#: thread held 1000 us.  Two task threads that both compute ran 0.47 each
+#: (in one tick the smaller share was a median 0.87 of the larger).
+COMPETING_PART = 0.5
 #: A wake-up this late, at CPython's interval, means a thread holds the GIL
 #: (an idle process wakes ~0.1 ms late here; one pure-Python thread makes
 #: it ~5.2 ms).
@@ -123,10 +136,25 @@ class Sample(NamedTuple):
     wait_ns: int
     """How late the controller woke: wake-up latency plus its GIL wait."""
     competitors: int
-    """Threads other than the loops' that ran most of the tick; -1 unknown."""
+    """Threads beside the loops that computed through the tick (``competing``);
+    -1 unknown."""
     loops: int
     """Event loops running in the process."""
     cpus: int
+
+
+def competing(shares: Sequence[float]) -> int:
+    """How many compute threads compete for the GIL, from their CPU shares.
+
+    Threads that all want the GIL all the time split it about evenly.  One
+    that ran less than ``COMPETING_PART`` of the busiest's time wanted it
+    only now and then: it computes in bursts between waits, as dask's actor
+    thread does serving calls, and hand-overs to it measured free.
+    """
+    if not shares:
+        return 0
+    busiest = max(shares)
+    return sum(1 for share in shares if share >= COMPETING_PART * busiest)
 
 
 def cost(interval_us: float, competitors: int, cpus: int) -> float:
