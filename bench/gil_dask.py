@@ -12,10 +12,10 @@ preempt it, which made the short intervals look cheaper: beside one task
 thread at 150 calls a second, 50 us kept 1.060 [1.012, 1.088] of 1000 us's
 compute that way, and 1.001 [0.977, 1.049] with 1 ms of CPU), ``--rate``
 times a second, by default 20 divided by the task threads
-(``default_rate``): sparse enough that stock keeps up, so every arm does the same request work (an arm that cannot keep
-up makes fewer calls, which the results show).  Measured: the calls' p50
-and p90 round trip, and the task threads' compute rate, paired per round
-against stock.  The client's process (the load generator, and the
+(``default_rate``): sparse enough that stock keeps up, so every arm does
+the same request work (an arm that cannot keep up makes fewer calls, which
+the results show).  Measured: the calls' p50 and p90 round trip, and the
+task threads' compute rate, paired per round against stock.  The client's process (the load generator, and the
 scheduler) runs on CPU 1; the worker keeps every core.  Arms
 (``_gil_arms``): stock, stock on uvloop, every fixed switch interval, and
 ``FASTLOOP=1`` (auto); the cluster is started fresh for every arm of every

@@ -2,8 +2,9 @@
 
 One tick: sleep ``Policy.tick_ns()`` on a lock, note how late the wake-up
 came (the GIL wait any waking thread pays, a loop woken by I/O too), read
-each thread's CPU clock to count the threads beside the event loops that
-computed most of the tick, and set the interval the policy answers.  A tick
+each thread's CPU clock, smooth each one's share of the time over ticks,
+and count the threads beside the event loops that compete for the GIL
+(``_switch_policy.competing``); then set the interval the policy answers.  A tick
 costs ~10-30 us of one thread's time plus, under contention, one wait for
 the GIL: 50 ticks a second while engaged or watching, 10 while calm.
 
@@ -42,11 +43,12 @@ COMPUTE_SHARE = 0.1
 #: The weight of the newest tick in each thread's smoothed share.  One tick
 #: of 20 ms holds about ten 2 ms intervals, split among the threads that
 #: want the GIL: beside 4 task threads in a dask worker one tick's smallest
-#: share was under a third of the largest half the time (in a tenth of
-#: the ticks under 0.15), so half of the threads would have read as not competing.
-#: At 0.2 (about 0.2 s of memory) 96% of ticks counted all 4, none fewer
-#: than 2, and dask's actor thread serving calls back to back never counted
-#: (a replay of 100 ticks each; ``_switch_policy.COMPETING_PART``).
+#: share was under a third of the largest half the time (in a tenth of the
+#: ticks under 0.15), so half of the threads would have read as not
+#: competing.  At 0.2 (a tick's weight halves in about 3 ticks, 60 ms) 96%
+#: of ticks counted all 4, none fewer than 2, and dask's actor thread
+#: serving calls back to back never counted (a replay of 99 recorded ticks
+#: each; ``_switch_policy.COMPETING_PART``).
 SMOOTHING = 0.2
 #: Ticks of a process back to one thread before the controller ends.
 ALONE_TICKS = 10
@@ -100,7 +102,9 @@ class ThreadShares:
             except OSError:  # ended since enumerate()
                 continue
             before = self._cpu.get(ident)
-            if before is not None and ident not in loops and wall > 0:
+            if ident in loops:
+                self._shares.pop(ident, None)  # a loop's, and not for later
+            elif before is not None and wall > 0:
                 share = (cpu - before) / wall
                 last = self._shares.get(ident)
                 if last is not None:
@@ -118,8 +122,8 @@ class ThreadShares:
 def running_loops() -> tuple[int, set[int]]:
     """How many of the process's Tornado loops run now, and the threads of
     those that say (uvloop keeps its thread private: such a loop counts, and
-    its thread may then count as a compute thread, which only makes the
-    interval chosen a longer one)."""
+    its thread may then count as a compute thread, or as the busiest one
+    the others are measured against)."""
     running = 0
     threads = set()
     for loop in _loops.tornado_loops():

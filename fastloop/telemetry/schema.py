@@ -407,7 +407,8 @@ class SwitchIntervalStats(Section):
         metric="fastloop_switch_interval_engagements",
     )
     competitors = Gauge(
-        "Threads beside the event loops that ran most of the last tick (auto mode)",
+        "Threads beside the event loops that compete for the GIL: each ran at least "
+        "10% of the time and half the busiest one's CPU time, smoothed (auto mode)",
         label=None,
         metric="fastloop_switch_interval_compute_threads",
     )
