@@ -22,3 +22,11 @@ ARMS: dict[str, dict[str, dict[str, str]]] = {
         "FASTLOOP=all,poll": {"FASTLOOP": "all,poll"},
     },
 }
+
+#: Arms any scenario may ask for by name (``bench/dask_app.py --arms``): stock
+#: a second time, which shows the noise of the harness itself (an A/A pair),
+#: and the default set without its switch interval.
+EXTRA: dict[str, dict[str, str]] = {
+    "stock again": {},
+    "no switchinterval": {"FASTLOOP": "add_callback,wakeup,write_to_fd"},
+}

@@ -258,6 +258,9 @@ def render(results: Path) -> list[str]:
             "![dask: latency against compute](bench/results/gil_dask.png)",
             "",
         ]
+        verdicts += [
+            (f"dask, {s['threads']} task threads", s["rows"]) for s in dask["scenarios"]
+        ]
     four = load("gil_dask_four_threads.json")
     if four:
         (scenario,) = four["scenarios"]
@@ -276,9 +279,30 @@ def render(results: Path) -> list[str]:
             + f" (stock {_ms(rows['stock']['p50_s'])}).",
             "",
         ]
-        verdicts += [
-            (f"dask, {s['threads']} task threads", s["rows"]) for s in dask["scenarios"]
+    dense = load("gil_dask_busy_actor.json")
+    if dense:
+        (scenario,) = dense["scenarios"]
+        rows = scenario["rows"]
+        lines += [
+            f"Beside {scenario['threads']} task thread with the actor busy, "
+            f"{scenario['rate']:g} calls a second, more than stock serves "
+            f"(`--threads {scenario['threads']} --rate {scenario['rate']:g} --rounds "
+            f'{dense["rounds"]} --arms "{",".join(rows)}"`, '
+            "`bench/results/gil_dask_busy_actor.json`; stock made "
+            f"{rows['stock']['calls']:.0f} calls of "
+            f"{max(r['calls'] for r in rows.values()):.0f}, so its compute keeps the "
+            "GIL time of the calls it did not make: compare the other arms with "
+            "each other): "
+            + "; ".join(
+                f"{arm} p50 {_ms(row['p50_s'])}, compute "
+                f"{_ratio(row['compute_per_s_vs_stock'])}"
+                for arm, row in rows.items()
+                if arm != "stock"
+            )
+            + f" (stock {_ms(rows['stock']['p50_s'])}).",
+            "",
         ]
+        verdicts.append((f"dask, {scenario['threads']} task thread, busy actor", rows))
     if verdicts:
         lines += [_verdict(verdicts), ""]
     return lines

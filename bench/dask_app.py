@@ -1,6 +1,6 @@
 """Whole application: a dask LocalCluster with worker processes, with and without FASTLOOP.
 
-    python bench/dask_app.py [--scenario idle|busy] [--rounds N] [--json PATH]
+    python bench/dask_app.py [--scenario idle|busy] [--rounds N] [--arms NAMES] [--json PATH]
 
 Needs distributed (pip install 'tornado-fastloop[dask]').  Each round runs the whole
 cluster once per arm as fresh subprocesses, in an order that rotates from
@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 
 import _results
-from _arms import ARMS
+from _arms import ARMS, EXTRA
 from _pinning import PIN_THREADS
 from fastloop import ab
 
@@ -179,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", choices=SCENARIOS, default="idle")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--arms",
+        help="comma list of arm names: the scenario's (default: all of them) "
+        f"and {', '.join(EXTRA)}; stock is always first",
+    )
     args = parser.parse_args(argv)
     try:
         import distributed  # noqa: F401
@@ -189,11 +194,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     script, cluster, measures = SCENARIOS[args.scenario]
-    arms = list(ARMS[args.scenario])
+    known = {**ARMS[args.scenario], **EXTRA}
+    chosen = args.arms.split(",") if args.arms else list(ARMS[args.scenario])
+    unknown = [arm for arm in chosen if arm not in known]
+    if unknown:
+        parser.error(f"unknown arms {unknown}: choose from {list(known)}")
+    arms = ["stock", *(arm for arm in chosen if arm != "stock")]
+    settings = {arm: known[arm] for arm in arms}
     runs = ab.interleave(
         {
             arm: functools.partial(one_run, script, value)
-            for arm, value in ARMS[args.scenario].items()
+            for arm, value in settings.items()
         },
         rounds=args.rounds,
         warmup=0,
@@ -201,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for arm, rows in runs.items():
         active = [row["worker_patches"] for row in rows]
-        assert all(bool(a[0]) == bool(ARMS[args.scenario][arm]) for a in active), (
+        assert all(bool(a[0]) == bool(settings[arm]) for a in active), (
             arm,
             active,
         )  # type: ignore[index]

@@ -349,6 +349,7 @@ APPS = (
     ("http.json", "Tornado HTTP server under wrk", "idle"),
     ("http_busy.json", "Tornado HTTP server under wrk", "beside a busy thread"),
     ("dask.json", "dask LocalCluster", "idle"),
+    ("dask_idle_aa.json", "dask LocalCluster", "idle, stock against stock too (A/A)"),
     ("dask_busy.json", "dask LocalCluster", "busy worker"),
 )
 
