@@ -159,6 +159,13 @@ def _dask(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: gil_dask runs of one scenario with more rounds, and why that scenario.
+AGAIN = (
+    ("gil_dask_one_thread.json", "where auto holds the shortest interval"),
+    ("gil_dask_four_threads.json", "where the budget decides between 1000 and 2000 us"),
+)
+
+
 def render(results: Path) -> list[str]:
     """The block's lines; empty when no GIL benchmark has run yet."""
     lines: list[str] = []
@@ -261,15 +268,17 @@ def render(results: Path) -> list[str]:
         verdicts += [
             (f"dask, {s['threads']} task threads", s["rows"]) for s in dask["scenarios"]
         ]
-    four = load("gil_dask_four_threads.json")
-    if four:
-        (scenario,) = four["scenarios"]
+    for name, where in AGAIN:
+        again = load(name)
+        if not again:
+            continue
+        (scenario,) = again["scenarios"]
         rows = scenario["rows"]
+        threads = scenario["threads"]
         lines += [
-            f"Beside {scenario['threads']} task threads again, where the budget "
-            "decides between 1000 and 2000 us, with more rounds "
-            f"(`--threads {scenario['threads']} --rounds {four['rounds']} --arms "
-            f'"{",".join(rows)}"`, `bench/results/gil_dask_four_threads.json`): '
+            f"Beside {threads} task thread{'s' if threads != 1 else ''} again, "
+            f"{where}, with more rounds (`--threads {threads} --rounds "
+            f'{again["rounds"]} --arms "{",".join(rows)}"`, `bench/results/{name}`): '
             + "; ".join(
                 f"{arm} p50 {_ms(row['p50_s'])}, compute "
                 f"{_ratio(row['compute_per_s_vs_stock'])}"
@@ -279,6 +288,9 @@ def render(results: Path) -> list[str]:
             + f" (stock {_ms(rows['stock']['p50_s'])}).",
             "",
         ]
+        verdicts.append(
+            (f"dask, {threads} task threads, {again['rounds']} rounds", rows)
+        )
     dense = load("gil_dask_busy_actor.json")
     if dense:
         (scenario,) = dense["scenarios"]

@@ -4,9 +4,10 @@ One tick: sleep ``Policy.tick_ns()`` on a lock, note how late the wake-up
 came (the GIL wait any waking thread pays, a loop woken by I/O too), read
 each thread's CPU clock, smooth each one's share of the time over ticks,
 and count the threads beside the event loops that compete for the GIL
-(``_switch_policy.competing``); then set the interval the policy answers.  A tick
-costs ~10-30 us of one thread's time plus, under contention, one wait for
-the GIL: 50 ticks a second while engaged or watching, 10 while calm.
+(``_switch_policy.competing``); then set the interval the policy
+answers.  A tick costs ~10-30 us of one thread's time plus, under
+contention, one wait for the GIL: 50 ticks a second while engaged or
+watching, 10 while calm.
 
 A low-level thread (``_thread``), not a ``threading.Thread``: it must not
 show in ``threading.enumerate()``, where applications' leak checks (dask's
