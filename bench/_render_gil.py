@@ -159,6 +159,16 @@ def _dask(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _arm_figures(rows: dict[str, dict[str, Any]]) -> str:
+    """'200 us p50 5.42 ms, compute 1.00 [0.98, 1.00]; ... (stock 14.56 ms).'"""
+    figures = "; ".join(
+        f"{arm} p50 {_ms(row['p50_s'])}, compute {_ratio(row['compute_per_s_vs_stock'])}"
+        for arm, row in rows.items()
+        if arm != "stock"
+    )
+    return f"{figures} (stock {_ms(rows['stock']['p50_s'])})."
+
+
 #: gil_dask runs of one scenario with more rounds, and why that scenario.
 AGAIN = (
     ("gil_dask_one_thread.json", "where auto holds the shortest interval"),
@@ -279,13 +289,7 @@ def render(results: Path) -> list[str]:
             f"Beside {threads} task thread{'s' if threads != 1 else ''} again, "
             f"{where}, with more rounds (`--threads {threads} --rounds "
             f'{again["rounds"]} --arms "{",".join(rows)}"`, `bench/results/{name}`): '
-            + "; ".join(
-                f"{arm} p50 {_ms(row['p50_s'])}, compute "
-                f"{_ratio(row['compute_per_s_vs_stock'])}"
-                for arm, row in rows.items()
-                if arm != "stock"
-            )
-            + f" (stock {_ms(rows['stock']['p50_s'])}).",
+            + _arm_figures(rows),
             "",
         ]
         verdicts.append(
@@ -304,14 +308,7 @@ def render(results: Path) -> list[str]:
             f"{rows['stock']['calls']:.0f} calls of "
             f"{max(r['calls'] for r in rows.values()):.0f}, so its compute keeps the "
             "GIL time of the calls it did not make: compare the other arms with "
-            "each other): "
-            + "; ".join(
-                f"{arm} p50 {_ms(row['p50_s'])}, compute "
-                f"{_ratio(row['compute_per_s_vs_stock'])}"
-                for arm, row in rows.items()
-                if arm != "stock"
-            )
-            + f" (stock {_ms(rows['stock']['p50_s'])}).",
+            "each other): " + _arm_figures(rows),
             "",
         ]
         verdicts.append((f"dask, {scenario['threads']} task thread, busy actor", rows))

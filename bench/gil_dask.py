@@ -15,8 +15,9 @@ times a second, by default 20 divided by the task threads
 (``default_rate``): sparse enough that stock keeps up, so every arm does
 the same request work (an arm that cannot keep up makes fewer calls, which
 the results show).  Measured: the calls' p50 and p90 round trip, and the
-task threads' compute rate, paired per round against stock.  The client's process (the load generator, and the
-scheduler) runs on CPU 1; the worker keeps every core.  Arms
+task threads' compute rate, paired per round against stock.  The client's
+process (the load generator, and the scheduler) runs on CPU 1; the worker
+keeps every core.  Arms
 (``_gil_arms``): stock, stock on uvloop, every fixed switch interval, and
 ``FASTLOOP=1`` (auto); the cluster is started fresh for every arm of every
 round, and the worker picks fastloop up from the environment, not from

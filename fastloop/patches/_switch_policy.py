@@ -68,33 +68,36 @@ from typing import NamedTuple
 
 #: The intervals auto mode holds, in microseconds, shortest first.
 LADDER_US = (50, 100, 200, 500, 1000, 2000)
-#: The share of compute throughput lost at a 100 us interval, while the compute threads
-#: fit the CPUs and when there are more of them than CPUs; the rounded-up loss measured
-#: (``bench/gil_echo.py --scenario rate``, see the module docstring for the shape).  2
-#: threads on 2 CPUs, in a quiet hour: the echo server lost 0.101 [0.090, 0.111] (41
-#: rounds, bench/results/gil_echo_two_threads.json; 0.064 [0.018, 0.101] pooled over the
-#: 115 noisier rounds of six earlier runs), the dask worker with 2 task threads 0.14 in
-#: a first run, 0.123 [0.104, 0.182] in the one kept then (bench/results/gil_dask.json
-#: as of 409f5bd) and 0.140 [0.119, 0.174] with the actor's 1 ms of CPU time (the file
-#: now), so 0.14.  At 0.04 auto held 100 us there and lost 10-11% in the echo server
-#: (0.890 [0.882, 0.896]); 500 us, what 0.10 would hold, kept the echo server's budget
-#: (0.965 [0.955, 0.983], gil_echo_compute.json) but not the dask worker's (0.941
-#: [0.902, 0.980]); at 0.14 it prices 500 us at 6.3% and holds 1000 us (4.4%): 0.974
-#: [0.963, 0.990] in the echo server and 0.964 [0.939, 0.995] in the dask worker, for an
-#: actor p50 of 0.30 of stock (500 us: 0.22). 4 threads on 2 CPUs: 0.11-0.13 in three
-#: 21-round runs, then 0.157 [0.096, 0.206] and 0.136 [0.070, 0.177] in two of 31
-#: rounds, so 0.16. At 0.12 the model priced 1000 us at 3.8% and auto held it there,
-#: which kept the budget in the echo server only just (compute 0.934-1.033 over eleven
-#: runs of 1000 us, median ~0.96) and broke it in the dask worker with 4 task threads
-#: (``bench/gil_dask.py``: 0.907, 0.91, and 0.90-0.92 in the runs issue 18 reports).  At
-#: 0.16 it prices 1000 us at 5.1%, over the 5% default, and holds 2000 us (3.6%), which
-#: measured 0.98-1.03 in the echo server and 0.955-0.96 in the dask worker, for about
-#: twice 1000 us's p50 (echo 13 ms against 6 ms, dask 50 ms against 30 ms; stock 26-42
-#: and 176-215 ms).  The quiet hour agreed: 1000 us kept the echo server's budget (1.002
-#: [0.981, 1.007]) and broke the dask worker's (0.924 [0.899, 0.988]; 2000 us 0.954
-#: [0.917, 0.979]), and so did 21 rounds at an offered load stock keeps up with, 5 calls
-#: a second (bench/results/gil_dask_four_threads.json): 1000 us 0.937 [0.919, 0.948],
-#: 2000 us 0.961 [0.945, 0.979].
+#: The share of compute throughput lost at a 100 us interval, while the
+#: compute threads fit the CPUs and when there are more of them than CPUs;
+#: the rounded-up loss measured (``bench/gil_echo.py --scenario rate``, see
+#: the module docstring for the shape).  2 threads on 2 CPUs, in a quiet
+#: hour: the echo server lost 0.101 [0.090, 0.111] (41 rounds,
+#: bench/results/gil_echo_two_threads.json; 0.064 [0.018, 0.101] pooled
+#: over the 115 noisier rounds of six earlier runs), the dask worker with 2
+#: task threads 0.14 in a first run, 0.123 [0.104, 0.182] in the one kept
+#: then (bench/results/gil_dask.json as of 409f5bd) and 0.140 [0.119,
+#: 0.174] with the actor's 1 ms of CPU time (the file now), so 0.14.  At
+#: 0.04 auto held 100 us there and lost 10-11% in the echo server (0.890
+#: [0.882, 0.896]); 500 us, what 0.10 would hold, kept the echo server's
+#: budget (0.965 [0.955, 0.983], gil_echo_compute.json) but not the dask
+#: worker's (0.941 [0.902, 0.980]); at 0.14 it prices 500 us at 6.3% and
+#: holds 1000 us (4.4%):
+#: 0.974 [0.963, 0.990] in the echo server and 0.964 [0.939, 0.995] in the
+#: dask worker, for an actor p50 of 0.30 of stock (500 us: 0.22).
+#: 4 threads on 2 CPUs: 0.11-0.13 in three 21-round runs, then 0.157
+#: [0.096, 0.206] and 0.136 [0.070, 0.177] in two of 31 rounds, so 0.16.
+#: At 0.12 the model priced 1000 us at 3.8% and auto held it there, which
+#: kept the budget in the echo server only just (compute 0.934-1.033 over
+#: eleven runs of 1000 us, median ~0.96) and broke it in the dask worker
+#: with 4 task threads (``bench/gil_dask.py``: 0.907, 0.91, and 0.90-0.92
+#: in the runs issue 18 reports).  At 0.16 it prices 1000 us at 5.1%, over
+#: the 5% default, and holds 2000 us (3.6%), which measured 0.98-1.03 in
+#: the echo server and 0.955-0.96 in the dask worker, for about twice
+#: 1000 us's p50 (echo 13 ms against 6 ms, dask 50 ms against 30 ms; stock
+#: 26-42 and 176-215 ms).  The quiet hour agreed: 1000 us kept the echo
+#: server's budget (1.002 [0.981, 1.007]) and broke the dask worker's
+#: (0.924 [0.899, 0.988]; 2000 us 0.954 [0.917, 0.979]).
 SHARE_AT_100US_FIT = 0.14
 SHARE_AT_100US_OVER = 0.16
 #: A compute thread that ran less than this part of the busiest one's time
