@@ -350,6 +350,7 @@ APPS = (
     ("http_busy.json", "Tornado HTTP server under wrk", "beside a busy thread"),
     ("dask.json", "dask LocalCluster", "idle"),
     ("dask_idle_aa.json", "dask LocalCluster", "idle, stock against stock too (A/A)"),
+    ("dask_idle_long.json", "dask LocalCluster", "idle, two arms, more rounds"),
     ("dask_busy.json", "dask LocalCluster", "busy worker"),
 )
 
