@@ -51,7 +51,7 @@ def test_nothing_changes_while_nothing_waits():
     clock = Clock(rules)
     assert clock.feed(90_000, competitors=1, ticks=100) == FOUND_US
     assert not rules.engaged and rules.engagements == 0
-    assert rules.tick_ns() == policy.CALM_TICK_NS
+    assert rules.tick_ns() == policy.SLOW_TICK_NS
     assert not rules.wants_competitors()  # calm: no thread clocks read
 
 
@@ -111,6 +111,26 @@ def test_more_compute_threads_lengthen_at_once_fewer_shorten_only_when_agreed():
     assert clock.feed(1 * MS, competitors=1, ticks=policy.SHORTEN_TICKS) == 50
 
 
+def test_a_held_interval_settles_to_slow_ticks_and_any_change_hurries_them():
+    """Settled, a tick costs a compute thread a GIL hand-over for nothing."""
+    clock = Clock(Policy(FOUND_US, 0.03))
+    clock.feed(5 * MS, competitors=1, ticks=policy.ENGAGE_TICKS)
+    assert clock.rules.engaged
+    clock.feed(1 * MS, competitors=1, ticks=policy.SETTLE_TICKS - 1)
+    assert clock.rules.tick_ns() == policy.FAST_TICK_NS  # not yet
+    clock.feed(1 * MS, competitors=1)
+    assert clock.rules.tick_ns() == policy.SLOW_TICK_NS
+    assert clock.feed(1 * MS, competitors=2) > policy.LADDER_US[0]  # a newcomer
+    assert clock.rules.tick_ns() == policy.FAST_TICK_NS
+    clock.feed(1 * MS, competitors=2, ticks=policy.SETTLE_TICKS)
+    assert clock.rules.tick_ns() == policy.SLOW_TICK_NS
+    clock.feed(1 * MS, competitors=1)  # fewer: a shorter interval pending
+    assert clock.rules.tick_ns() == policy.FAST_TICK_NS
+    clock.feed(1 * MS, competitors=2, ticks=policy.SETTLE_TICKS)
+    clock.feed(100_000, competitors=0)  # a pause: is it the end?
+    assert clock.rules.tick_ns() == policy.FAST_TICK_NS
+
+
 def test_it_lets_go_when_the_compute_stops():
     clock = engaged_with(1)
     held = clock.feed(100_000, competitors=0, ticks=policy.RELEASE_TICKS - 1)
@@ -133,11 +153,18 @@ def test_waits_without_a_loop_or_a_compute_thread_change_nothing():
         assert not rules.engaged
 
 
+def until_the_check(clock: Clock, wait_ns: int, competitors: int) -> float:
+    """Ticks until the periodic check begins (on time): its interval."""
+    due = clock.now + policy.VALIDATE_EVERY_NS + policy.SLOW_TICK_NS
+    while clock.rules.state != policy.VALIDATING:
+        held = clock.feed(wait_ns, competitors)
+        assert clock.now <= due
+    return held
+
+
 def test_the_periodic_check_keeps_it_while_the_gil_is_still_held():
     clock = engaged_with(1)
-    ticks = policy.VALIDATE_EVERY_NS // policy.FAST_TICK_NS
-    assert clock.feed(300_000, competitors=1, ticks=ticks) == policy.VALIDATE_US
-    assert clock.rules.state == policy.VALIDATING
+    assert until_the_check(clock, 300_000, competitors=1) == policy.VALIDATE_US
     held = clock.feed(1_100_000, competitors=1, ticks=policy.VALIDATE_TICKS)
     assert held == policy.LADDER_US[0] and clock.rules.engaged  # still contended
 
@@ -145,9 +172,7 @@ def test_the_periodic_check_keeps_it_while_the_gil_is_still_held():
 def test_the_periodic_check_lets_go_when_nothing_holds_the_gil():
     """Threads busy in C code that releases the GIL use CPU but make nobody wait."""
     clock = engaged_with(2)
-    ticks = policy.VALIDATE_EVERY_NS // policy.FAST_TICK_NS
-    clock.feed(120_000, competitors=2, ticks=ticks)
-    assert clock.rules.state == policy.VALIDATING
+    until_the_check(clock, 120_000, competitors=2)
     assert clock.feed(120_000, competitors=2, ticks=policy.VALIDATE_TICKS) == FOUND_US
     assert not clock.rules.engaged and "nothing held the GIL" in clock.rules.why
     # ... and it engages again once waits come back.

@@ -341,15 +341,21 @@ def test_thread_shares_are_smoothed_over_ticks_and_start_afresh(monkeypatch):
         assert shares.compute_shares({me}, 3 * tick) == [
             pytest.approx((1 - weight) * weight)
         ]
+        # A tick five times as long weighs as five: one rate in time.
+        cpu[them] += 5 * tick
+        kept = (1 - weight) ** 5
+        assert shares.compute_shares({me}, 8 * tick) == [
+            pytest.approx(1 - kept + kept * (1 - weight) * weight)
+        ]
         shares.forget()
-        assert shares.compute_shares(set(), 4 * tick) is None
+        assert shares.compute_shares(set(), 9 * tick) is None
         cpu[them] += tick
-        assert shares.compute_shares(set(), 5 * tick) == [1.0]  # afresh
+        assert shares.compute_shares(set(), 10 * tick) == [1.0]  # afresh
         # A thread that runs a loop keeps no history for when it stops.
         cpu[them] += tick
-        assert shares.compute_shares({them}, 6 * tick) == []
+        assert shares.compute_shares({them}, 11 * tick) == []
         cpu[them] += tick
-        assert shares.compute_shares(set(), 7 * tick) == [1.0]
+        assert shares.compute_shares(set(), 12 * tick) == [1.0]
     finally:
         idle.set()
         other.join()

@@ -6,8 +6,8 @@ each thread's CPU clock, smooth each one's share of the time over ticks,
 and count the threads beside the event loops that compete for the GIL
 (``_switch_policy.competing``); then set the interval the policy
 answers.  A tick costs ~10-30 us of one thread's time plus, under
-contention, one wait for the GIL: 50 ticks a second while engaged or
-watching, 10 while calm.
+contention, one wait for the GIL: 50 ticks a second while watching or
+while the interval moves, 10 while calm and once it has settled.
 
 A low-level thread (``_thread``), not a ``threading.Thread``: it must not
 show in ``threading.enumerate()``, where applications' leak checks (dask's
@@ -41,7 +41,9 @@ from fastloop.telemetry import live
 
 #: A thread that ran this share of the time counts as a compute thread.
 COMPUTE_SHARE = 0.1
-#: The weight of the newest tick in each thread's smoothed share.  One tick
+#: The weight of the newest 20 ms tick in each thread's smoothed share (a
+#: longer tick weighs as the 20 ms ticks it spans, so shares decay at one
+#: rate in time whatever the tick length: ``compute_shares``).  One tick
 #: of 20 ms holds about ten 2 ms intervals, split among the threads that
 #: want the GIL: beside 4 task threads in a dask worker one tick's smallest
 #: share was under a third of the largest half the time (in a tenth of the
@@ -87,6 +89,7 @@ class ThreadShares:
         least ``COMPUTE_SHARE`` of the time; None when there is no last
         reading."""
         wall = now_ns - self._at
+        weight = 1.0 - (1.0 - SMOOTHING) ** (wall / policy.FAST_TICK_NS)
         known = bool(self._cpu)
         self._at = now_ns
         busy: list[float] = []
@@ -109,7 +112,7 @@ class ThreadShares:
                 share = (cpu - before) / wall
                 last = self._shares.get(ident)
                 if last is not None:
-                    share = SMOOTHING * share + (1.0 - SMOOTHING) * last
+                    share = weight * share + (1.0 - weight) * last
                 self._shares[ident] = share
                 if share >= COMPUTE_SHARE:
                     busy.append(share)

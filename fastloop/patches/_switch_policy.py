@@ -58,6 +58,14 @@ lets go, back to the interval it found, when no compute thread is left for
 ``RELEASE_TICKS`` ticks, or when a periodic check at ``VALIDATE_US`` finds
 that nothing holds the GIL any more (threads busy in C code that releases
 it, hashing or numpy, use CPU without making anyone wait).
+
+How often to look.  Every ``FAST_TICK_NS`` while waits are watched or the
+interval moves; every ``SLOW_TICK_NS`` while calm, and once the interval
+has stood for ``SETTLE_TICKS`` ticks: a tick beside a compute thread costs
+it a hand-over of the GIL and back, and at 50 us that is most of what auto
+costs against the same interval held fixed.  A settled controller sees a
+new competitor one slow tick later (a long tick's shares weigh as the fast
+ticks it spans), and any change brings the fast ticks back.
 """
 
 from __future__ import annotations
@@ -126,9 +134,20 @@ SHORTEN_TICKS = 5
 VALIDATE_EVERY_NS = 10_000_000_000
 VALIDATE_US = 1000
 VALIDATE_TICKS = 3
-#: Tick lengths: while waits are seen or the interval is held, and while calm.
+#: Tick lengths: while waits are seen or the interval moves, and while calm
+#: or settled (engaged, the interval unchanged for ``SETTLE_TICKS`` ticks).
+#: A tick of a controller that holds 50 us beside a compute thread costs
+#: that thread a hand-over of the GIL and back, far more than the tick's
+#: own ~15 us.  Beside one task thread in a dask worker
+#: (``bench/gil_dask.py --threads 1``, 21 rounds) auto lost 0.990 [0.967,
+#: 1.020] of the default set's compute at 50 us fixed; settling kept 1.000
+#: [0.984, 1.012], 1.012 [1.000, 1.023] of unsettled auto's.  In one
+#: process (a loop thread serving 20 calls a second, a spinner; 75 paired
+#: slices) 20 ms ticks kept 0.989 of 50 us fixed, settled ones 0.998, and
+#: 100 ms ticks throughout 1.004.
 FAST_TICK_NS = 20_000_000
-CALM_TICK_NS = 100_000_000
+SLOW_TICK_NS = 100_000_000
+SETTLE_TICKS = 10
 
 
 class Sample(NamedTuple):
@@ -204,6 +223,7 @@ class Policy:
         self._evidence = 0
         self._calm = 0
         self._agree = 0
+        self._steady = 0
         self._validate_at = 0
         self._checks: list[int] = []
 
@@ -218,7 +238,8 @@ class Policy:
         return cost(self.interval_us, self.competitors, self.cpus)
 
     def tick_ns(self) -> int:
-        return CALM_TICK_NS if self.state == CALM else FAST_TICK_NS
+        settled = self.state == ENGAGED and self._steady >= SETTLE_TICKS
+        return SLOW_TICK_NS if settled or self.state == CALM else FAST_TICK_NS
 
     def wants_competitors(self) -> bool:
         """Whether the next sample needs the threads' CPU shares (not when calm)."""
@@ -248,7 +269,7 @@ class Policy:
         if sample.loops and sample.competitors > 0:
             self.state = ENGAGED
             self.engagements += 1
-            self._calm = self._agree = 0
+            self._calm = self._agree = self._steady = 0
             self._validate_at = sample.now_ns + VALIDATE_EVERY_NS
             self.interval_us = self._target()
         elif sample.competitors == 0 or not sample.loops:
@@ -268,6 +289,7 @@ class Policy:
         return chosen
 
     def _follow(self, sample: Sample) -> None:
+        steady, self._steady = self._steady, 0
         if not sample.loops or sample.competitors == 0:
             self._calm += 1
             if self._calm >= RELEASE_TICKS:
@@ -288,7 +310,7 @@ class Policy:
             if self._agree >= SHORTEN_TICKS:
                 self.interval_us, self._agree = wanted, 0
         else:
-            self._agree = 0
+            self._agree, self._steady = 0, steady + 1
 
     def _validate(self, sample: Sample) -> None:
         self._checks.append(sample.wait_ns)
