@@ -312,6 +312,23 @@ def render(results: Path) -> list[str]:
             "",
         ]
         verdicts.append((f"dask, {scenario['threads']} task thread, busy actor", rows))
+    ticks = load("controller_ticks.json")
+    if ticks:
+        figures = "; ".join(  # three places: the arms differ by about 1%
+            f"{r['b']} {r['ratio']:.3f} [{r['low']:.3f}, {r['high']:.3f}] "
+            f"(holding {r['held_us']:g} us)"
+            for r in ticks["results"]
+            if r["b"] != r["a"]
+        )
+        lines += [
+            "What the controller's own wake-ups cost a thread that computes, while "
+            "auto holds 50 us beside it (`python bench/controller_ticks.py`: one "
+            "process, a loop serving 20 calls a second and one counting thread, "
+            f"{ticks['rounds']} rounds of one-second slices; "
+            "`bench/results/controller_ticks.json`), compute against 50 us fixed: "
+            f"{figures}.",
+            "",
+        ]
     if verdicts:
         lines += [_verdict(verdicts), ""]
     return lines

@@ -142,9 +142,10 @@ VALIDATE_TICKS = 3
 #: (``bench/gil_dask.py --threads 1``, 21 rounds), against the compute of
 #: the default set at 50 us fixed, auto kept 0.990 [0.967, 1.020] with
 #: 20 ms ticks and 1.000 [0.984, 1.012] settled (settled against 20 ms
-#: ticks: 1.012 [1.000, 1.023]).  In one process (a loop thread serving
-#: 20 calls a second, a spinner; 75 paired slices) 20 ms ticks kept 0.989
-#: of 50 us fixed, settled ones 0.998, and 100 ms ticks throughout 1.004.
+#: ticks: 1.012 [1.000, 1.023]).  In one process, ``python
+#: bench/controller_ticks.py`` (75 rounds): 20 ms ticks kept 0.989 [0.986,
+#: 0.993] of 50 us fixed, settled ones 0.994 [0.990, 1.005], and 100 ms
+#: ticks throughout 0.998 [0.991, 1.002].
 FAST_TICK_NS = 20_000_000
 SLOW_TICK_NS = 100_000_000
 SETTLE_TICKS = 10
