@@ -323,7 +323,7 @@ def render(results: Path) -> list[str]:
         lines += [
             "What the controller's own wake-ups cost a thread that computes, while "
             "auto holds 50 us beside it (`python bench/controller_ticks.py`: one "
-            "process, a loop serving 20 calls a second and one counting thread, "
+            "process, a loop serving about 19 calls a second and one counting thread, "
             f"{ticks['rounds']} rounds of one-second slices; "
             "`bench/results/controller_ticks.json`), compute against 50 us fixed: "
             f"{figures}.",

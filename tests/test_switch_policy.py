@@ -127,6 +127,7 @@ def test_a_held_interval_settles_to_slow_ticks_and_any_change_hurries_them():
     clock.feed(1 * MS, competitors=1)  # fewer: a shorter interval pending
     assert clock.rules.tick_ns() == policy.FAST_TICK_NS
     clock.feed(1 * MS, competitors=2, ticks=policy.SETTLE_TICKS)
+    assert clock.rules.tick_ns() == policy.SLOW_TICK_NS
     clock.feed(100_000, competitors=0)  # a pause: is it the end?
     assert clock.rules.tick_ns() == policy.FAST_TICK_NS
 
@@ -156,6 +157,7 @@ def test_waits_without_a_loop_or_a_compute_thread_change_nothing():
 def until_the_check(clock: Clock, wait_ns: int, competitors: int) -> float:
     """Ticks until the periodic check begins (on time): its interval."""
     due = clock.now + policy.VALIDATE_EVERY_NS + policy.SLOW_TICK_NS
+    held = clock.feed(wait_ns, competitors)
     while clock.rules.state != policy.VALIDATING:
         held = clock.feed(wait_ns, competitors)
         assert clock.now <= due
@@ -165,6 +167,7 @@ def until_the_check(clock: Clock, wait_ns: int, competitors: int) -> float:
 def test_the_periodic_check_keeps_it_while_the_gil_is_still_held():
     clock = engaged_with(1)
     assert until_the_check(clock, 300_000, competitors=1) == policy.VALIDATE_US
+    assert clock.rules.tick_ns() == policy.FAST_TICK_NS  # settled or not before
     held = clock.feed(1_100_000, competitors=1, ticks=policy.VALIDATE_TICKS)
     assert held == policy.LADDER_US[0] and clock.rules.engaged  # still contended
 

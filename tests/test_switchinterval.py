@@ -304,8 +304,9 @@ def test_thread_shares_count_threads_that_compute_and_leave_out_the_loops():
 
 
 def test_thread_shares_are_smoothed_over_ticks_and_start_afresh(monkeypatch):
-    """Fed made-up CPU clocks: one tick's share moves the smoothed one by
-    ``SMOOTHING``, and ``forget()`` drops the history."""
+    """Fed made-up CPU clocks: one fast tick's share moves the smoothed one
+    by ``SMOOTHING``, a longer tick by as much as the fast ticks it spans,
+    and ``forget()`` drops the history."""
     from types import SimpleNamespace
 
     from fastloop.patches import _switch_controller as controller
@@ -328,7 +329,7 @@ def test_thread_shares_are_smoothed_over_ticks_and_start_afresh(monkeypatch):
         me, them = threading.get_ident(), other.ident
         assert them is not None
         shares = controller.ThreadShares()
-        tick = 20_000_000
+        tick = controller.policy.FAST_TICK_NS
         cpu.update({me: 0, them: 0})
         assert shares.compute_shares(set(), 0) is None  # no last reading
         cpu[me] += tick  # this thread ran the whole tick, the other none

@@ -63,9 +63,10 @@ How often to look.  Every ``FAST_TICK_NS`` while waits are watched or the
 interval moves; every ``SLOW_TICK_NS`` while calm, and once the interval
 has stood for ``SETTLE_TICKS`` ticks: a tick beside a compute thread costs
 it a hand-over of the GIL and back, and at 50 us that is most of what auto
-costs against the same interval held fixed.  A settled controller sees a
-new competitor one slow tick later (a long tick's shares weigh as the fast
-ticks it spans), and any change brings the fast ticks back.
+costs against the same interval held fixed.  A settled controller counts
+a thread that starts computing a slow tick or two later (a new thread's
+share needs two readings; a long tick's shares weigh as the fast ticks it
+spans), and any tick that is not steady brings the fast ticks back.
 """
 
 from __future__ import annotations
@@ -84,8 +85,9 @@ LADDER_US = (50, 100, 200, 500, 1000, 2000)
 #: bench/results/gil_echo_two_threads.json; 0.064 [0.018, 0.101] pooled
 #: over the 115 noisier rounds of six earlier runs), the dask worker with 2
 #: task threads 0.14 in a first run, 0.123 [0.104, 0.182] in the one kept
-#: then (bench/results/gil_dask.json as of 409f5bd) and 0.140 [0.119,
-#: 0.174] with the actor's 1 ms of CPU time (the file now), so 0.14.  At
+#: then (bench/results/gil_dask.json as of 409f5bd), 0.140 [0.119,
+#: 0.174] with the actor's 1 ms of CPU time (as of 86e2183) and 0.126
+#: [0.118, 0.147] with settled ticks (the file now), so 0.14.  At
 #: 0.04 auto held 100 us there and lost 10-11% in the echo server (0.890
 #: [0.882, 0.896]); 500 us, what 0.10 would hold, kept the echo server's
 #: budget (0.965 [0.955, 0.983], gil_echo_compute.json) but not the dask
@@ -112,10 +114,10 @@ SHARE_AT_100US_OVER = 0.16
 #: is not counted as a competitor.  dask's actor thread serving 1 ms calls
 #: (of CPU time) back to back beside one task ran 0.23-0.28 of the time
 #: beside the task's 0.65 (0.36-0.44 of it), and the hand-overs to it cost
-#: less than the budget: at 150 calls a second, 50 us kept 0.969 [0.950,
-#: 1.003] of 1000 us's compute for 0.81 [0.78, 0.86] of its p50
-#: (bench/results/gil_dask_busy_actor.json, 8 rounds; 1.001 [0.977, 1.049]
-#: and 0.85 in an earlier run), while counting the actor thread as a second
+#: less than the budget: at 150 calls a second, 50 us kept 1.002 [0.953,
+#: 1.020] of 1000 us's compute for 0.80 [0.75, 1.01] of its p50
+#: (bench/results/gil_dask_busy_actor.json, 8 rounds; 0.969 and 0.81, and
+#: 1.001 and 0.85, in two earlier runs), while counting the actor thread as a second
 #: task thread held 1000 us.  Two task threads that both compute ran 0.47
 #: each (in one tick the smaller share was a median 0.87 of the larger).
 COMPETING_PART = 0.5
@@ -135,14 +137,18 @@ VALIDATE_EVERY_NS = 10_000_000_000
 VALIDATE_US = 1000
 VALIDATE_TICKS = 3
 #: Tick lengths: while waits are seen or the interval moves, and while calm
-#: or settled (engaged, the interval unchanged for ``SETTLE_TICKS`` ticks).
+#: or settled (engaged, and ``SETTLE_TICKS`` ticks in a row that changed
+#: nothing: no move, none pending, a compute thread seen in each).
 #: A tick of a controller that holds 50 us beside a compute thread costs
 #: that thread a hand-over of the GIL and back, far more than the tick's
-#: own ~15 us.  Beside one task thread in a dask worker
-#: (``bench/gil_dask.py --threads 1``, 21 rounds), against the compute of
-#: the default set at 50 us fixed, auto kept 0.990 [0.967, 1.020] with
-#: 20 ms ticks and 1.000 [0.984, 1.012] settled (settled against 20 ms
-#: ticks: 1.012 [1.000, 1.023]).  In one process, ``python
+#: own ~15 us.  Beside one task thread in a dask worker (a 21-round run of
+#: ``bench/gil_dask.py --threads 1`` with arms of its own: the default set
+#: at 50 us fixed, and this code and the code before it as copies), auto
+#: kept 0.990 [0.967, 1.020] of the fixed arm's compute with 20 ms ticks
+#: and 1.000 [0.984, 1.012] settled (settled against 20 ms ticks: 1.012
+#: [1.000, 1.023]); in bench/results/gil_dask_one_thread.json 50 us fixed
+#: (switchinterval alone) went from 1.026 [1.007, 1.033] of auto's compute
+#: to 1.006 [0.985, 1.025].  In one process, ``python
 #: bench/controller_ticks.py`` (75 rounds): 20 ms ticks kept 0.989 [0.986,
 #: 0.993] of 50 us fixed, settled ones 0.994 [0.990, 1.005], and 100 ms
 #: ticks throughout 0.998 [0.991, 1.002].
