@@ -81,11 +81,11 @@ class Workload:
 
         IOLoop().run_sync(calls)
 
-    def slice(self, mode: Callable[[], None]) -> tuple[float, float, float]:
+    def slice(self, interval_us: float | str) -> tuple[float, float, float]:
         """The counting rate, the calls' p50 and the interval held at the end
-        (us) of one slice in ``mode``."""
+        (us) of one slice at ``interval_us`` (a number, or "auto")."""
         fastloop.configure(switch_interval_us=5000)  # no controller runs
-        mode()
+        fastloop.configure(switch_interval_us=interval_us)
         time.sleep(SETTLE_S)
         self.trips.clear()
         counted, began = self.counted, time.perf_counter()
@@ -127,12 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     }
 
     def fixed() -> tuple[float, float, float]:
-        return work.slice(lambda: fastloop.configure(switch_interval_us=50))
+        return work.slice(50)
 
     def auto_arm(settle: int, fast_ns: int) -> Callable[[], tuple[float, float, float]]:
         def arm() -> tuple[float, float, float]:
             with ticks(settle, fast_ns):
-                return work.slice(lambda: fastloop.configure(switch_interval_us="auto"))
+                return work.slice("auto")
 
         return arm
 
