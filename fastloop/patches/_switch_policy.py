@@ -60,9 +60,9 @@ that nothing holds the GIL any more (threads busy in C code that releases
 it, hashing or numpy, use CPU without making anyone wait).
 
 How often to look.  Every ``FAST_TICK_NS`` while waits are watched or the
-interval moves; every ``SLOW_TICK_NS`` while calm, and once the interval
-has stood for ``SETTLE_TICKS`` ticks: a tick beside a compute thread costs
-it a hand-over of the GIL and back, and at 50 us that is most of what auto
+interval moves; every ``SLOW_TICK_NS`` while calm, and once ``SETTLE_TICKS``
+ticks in a row changed nothing: a tick beside a compute thread costs it a
+hand-over of the GIL and back, and at 50 us that is most of what auto
 costs against the same interval held fixed.  A settled controller counts
 a thread that starts computing a slow tick or two later (a new thread's
 share needs two readings; a long tick's shares weigh as the fast ticks it
@@ -117,8 +117,8 @@ SHARE_AT_100US_OVER = 0.16
 #: less than the budget: at 150 calls a second, 50 us kept 1.002 [0.953,
 #: 1.020] of 1000 us's compute for 0.80 [0.75, 1.01] of its p50
 #: (bench/results/gil_dask_busy_actor.json, 8 rounds; 0.969 and 0.81, and
-#: 1.001 and 0.85, in two earlier runs), while counting the actor thread as a second
-#: task thread held 1000 us.  Two task threads that both compute ran 0.47
+#: 1.001 and 0.85, in two earlier runs), while counting the actor thread as
+#: a second task thread held 1000 us.  Two task threads that both compute ran 0.47
 #: each (in one tick the smaller share was a median 0.87 of the larger).
 COMPETING_PART = 0.5
 #: A wake-up this late, at CPython's interval, means a thread holds the GIL
