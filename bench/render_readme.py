@@ -152,6 +152,7 @@ def render() -> str:
         f"{echo['sample_every']} timed), {per_call['per-call, every call timed']:.0f} ns "
         "with every call timed (`FASTLOOP_WRITE_TIMING=every`), "
         f"{per_call['per-call, write_cpu']:.0f} ns with `FASTLOOP_WRITE_CPU=1`.",
+        *_instruction_rows(),
         *_floor_rows(),
         "",
         "Start-up with `FASTLOOP` unset: the `.pth` line costs "
@@ -328,6 +329,27 @@ def _floor_rows() -> list[str]:
     return lines
 
 
+def _instruction_rows() -> list[str]:
+    """Instructions per cross-thread ping under callgrind (bench/instructions.py)."""
+    path = RESULTS / "instructions.json"
+    if not path.exists():
+        return []
+    per_ping = _load(path.name)["per_ping"]
+    stock = per_ping["stock"]
+    added = ", ".join(
+        f"`{arm}` {count - stock:+,.0f} ({count / stock:.3f})"
+        for arm, count in per_ping.items()
+        if arm != "stock"
+    )
+    return [
+        "",
+        "Instructions a cross-thread ping executes (`bench/instructions.py`: "
+        "another thread adds `pong.set` to a Tornado IOLoop and waits, counted "
+        "by callgrind, so exact where wall clocks are noise; "
+        f"`bench/results/instructions.json`): stock {stock:,.0f}; {added}.",
+    ]
+
+
 def _cluster_rows() -> list[str]:
     path = RESULTS / "cluster_stats.txt"
     if not path.exists():
@@ -351,6 +373,7 @@ APPS = (
     ("dask.json", "dask LocalCluster", "idle"),
     ("dask_idle_aa.json", "dask LocalCluster", "idle, stock against stock too (A/A)"),
     ("dask_idle_long.json", "dask LocalCluster", "idle, two arms, more rounds"),
+    ("dask_toggle.json", "dask LocalCluster", "idle, one cluster, patches toggled"),
     ("dask_busy.json", "dask LocalCluster", "busy worker"),
 )
 
@@ -385,6 +408,27 @@ def _app_rows() -> list[str]:
                 within.append(f"{result['name']} ({scenario}, `{arm}`)")
     if within:
         lines += ["", f"Within noise (the interval contains 1.0): {', '.join(within)}."]
+    if (RESULTS / "dask_toggle.json").exists():
+        toggle = _load("dask_toggle.json")
+        lines += [
+            "",
+            "The toggled rows (`bench/dask_toggle.py`) come from one cluster started "
+            f"under `FASTLOOP=1`: blocks of {toggle['block']} actor calls with the "
+            "patches installed, then uninstalled, in the client's process and in "
+            f"each worker, the order alternating pair by pair, for {toggle['seconds']:g} "
+            "s. Fresh clusters differ from each other by more than a patch costs; "
+            "one cluster does not, but what a process pays once at start-up is left "
+            "out. To three places: "
+            + "; ".join(
+                f"{r['name']} {r['ratio']:.3f} [{r['low']:.3f}, {r['high']:.3f}]"
+                for r in toggle["results"]
+            )
+            + (
+                ": a cost is shown (every interval is above 1.0)."
+                if all(r["low"] > 1.0 for r in toggle["results"])
+                else "."
+            ),
+        ]
     return [*lines, ""]
 
 
