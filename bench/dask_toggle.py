@@ -29,28 +29,16 @@ import sys
 from pathlib import Path
 
 import _results
-from _pinning import PIN_THREADS
+from dask_app import COMMON
 from fastloop import ab
 
 SCRIPT = (
-    PIN_THREADS
+    COMMON  # the Counter actor, cpu() and pin_threads() of dask_app.py
     + r"""
-import json, sys, time
-from distributed import Client, LocalCluster
-
-class Counter:
-    n = 0
-    def incr(self):
-        self.n += 1
-        return self.n
-
 def toggle(on, patches):
     import fastloop
     (fastloop.install if on else fastloop.uninstall)(patches)
     return sorted(fastloop.installed())
-
-def cpu():
-    return time.process_time()
 
 def block(client, actor, calls):
     for _ in range(20):  # the first calls after a toggle make the new state
