@@ -156,16 +156,23 @@ SCENARIOS = {
 }
 
 
-def one_run(script: str, fastloop: dict[str, str]) -> dict[str, object]:
+def one_run(
+    script: str,
+    fastloop: dict[str, str],
+    *script_args: str,
+    timeout: float = 900,
+) -> dict[str, object]:
+    """Run ``script`` in a fresh interpreter with only ``fastloop``'s FASTLOOP
+    settings; its last line of output, as JSON."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
     env.update(fastloop)
     out = subprocess.run(
-        [sys.executable, "-c", script],
+        [sys.executable, "-c", script, *script_args],
         env=env,
         capture_output=True,
         text=True,
         check=True,
-        timeout=900,
+        timeout=timeout,
     ).stdout
     return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
 

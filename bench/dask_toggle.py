@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import _results
-from dask_app import COMMON
+from dask_app import COMMON, one_run
 from fastloop import ab
 
 SCRIPT = (
@@ -68,8 +66,6 @@ if __name__ == "__main__":
                 on = arm == "on"
                 installed[arm] = [toggle(on, patches), *client.run(toggle, on, patches).values()]
                 pairs[arm].append(block(client, actor, calls))
-        toggle(True, patches)
-        client.run(toggle, True, patches)
         print(json.dumps({"pairs": pairs, "installed": installed}))
 """
 )
@@ -96,28 +92,18 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     patches = args.patches.split(",") if args.patches else None
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
-    env["FASTLOOP"] = "1"
     print(
         f"about {args.seconds + 10:.0f} s: one cluster, blocks of {args.block} calls",
         file=sys.stderr,
     )
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            SCRIPT,
-            str(args.seconds),
-            str(args.block),
-            json.dumps(patches),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
+    run = one_run(
+        SCRIPT,
+        {"FASTLOOP": "1"},
+        str(args.seconds),
+        str(args.block),
+        json.dumps(patches),
         timeout=args.seconds + 600,
-    ).stdout
-    run = json.loads(out.strip().splitlines()[-1])
+    )
     on, off = run["pairs"]["on"], run["pairs"]["off"]
     label = ",".join(patches) if patches else "FASTLOOP=1"
     results = [
