@@ -22,11 +22,11 @@ sign-test interval: no assumption that ratios are normal or symmetric).
 from __future__ import annotations
 
 import contextlib
-import math
 import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import TypeVar
 
 from fastloop.patches import registry
@@ -144,14 +144,17 @@ def median_interval(
     n = len(data)
     if n == 0:
         raise ValueError("no values")
-    tail = (1.0 - confidence) / 2.0
-    cumulative = 0.0
+    # Exact integers: 2.0**n overflows a float past n = 1023.
+    tail = Fraction(1.0 - confidence) / 2 * 2**n
+    cumulative = 0
+    count = 1  # comb(n, j), updated in place
     k = 0
     for j in range(n):
-        cumulative += math.comb(n, j) / 2.0**n
+        cumulative += count
         if cumulative > tail:
             break
         k = j + 1
+        count = count * (n - j) // (j + 1)
     if k == 0:
         return statistics.median(data), data[0], data[-1]
     return statistics.median(data), data[k - 1], data[n - k]

@@ -86,6 +86,9 @@ def test_installed_pth_is_the_one_line_we_ship(pth):
 
     spelled = re.findall(r'os\.environ\.get\("(\w+)"\)', lines[0])
     assert tuple(spelled) == config.ACTIVATING
+    from fastloop.runtime import bootstrap
+
+    assert ("FASTLOOP", *bootstrap.OUTPUTS) == config.ACTIVATING
 
 
 @pytest.mark.parametrize(
@@ -184,11 +187,69 @@ def test_malformed_settings_print_one_line_and_the_rest_applies(
     assert lines[0].startswith(f"fastloop: ignoring {bad} in {variable}=")
 
 
-def test_settings_from_the_environment_apply(pth):
-    code = "from fastloop.config import settings; print(settings)"
+@pytest.mark.parametrize(
+    "first",
+    [
+        "import asyncio",
+        "import tornado.iostream",
+        "import fastloop; fastloop.installed()",
+    ],
+)
+def test_settings_from_the_environment_apply(pth, first):
+    code = f"{first}; from fastloop.config import settings; print(settings)"
     result = run(
         code, "1", env={"FASTLOOP_SLOW_WRITE_MS": "2.5", "FASTLOOP_WRITE_CPU": "1"}
     )
     assert result.returncode == 0, result.stderr
     assert "slow_write_ms=2.5," in result.stdout
     assert "write_cpu=True," in result.stdout
+
+
+#: What ``FASTLOOP=1`` may load before any event loop module is imported.
+DEFERRED = ["fastloop", "fastloop.runtime", "fastloop.runtime.bootstrap"]
+LOADED = (
+    "import sys; print(sorted(m for m in sys.modules if m.startswith('fastloop') "
+    "or m in ('typing', 'logging', 're', 'asyncio', 'importlib', 'threading')))"
+)
+
+
+def test_set_waits_for_an_event_loop_import(pth):
+    result = run(LOADED, "1")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.strip() == str(DEFERRED)
+
+
+def test_an_output_asked_for_starts_at_once(pth):
+    result = run(LOADED, "1", env={"FASTLOOP_REPORT": "stderr"})
+    assert result.returncode == 0
+    assert "'fastloop.patches.registry'" in result.stdout
+    assert "patches active" in result.stderr  # the exit report
+
+
+def test_a_bad_value_is_reported_when_fastloop_starts(pth):
+    quiet = run("pass", "bogus")
+    assert (quiet.returncode, quiet.stderr) == (0, "")
+    started = run("import asyncio", "bogus")
+    assert started.returncode == 0
+    assert started.stderr.startswith("fastloop: ignoring 'bogus' in FASTLOOP=")
+
+
+@pytest.mark.parametrize(
+    ("first", "expected"),
+    [
+        ("import asyncio", "['wakeup']"),
+        ("import tornado", "[]"),
+        ("import tornado.ioloop", "['switchinterval', 'wakeup']"),
+        ("import tornado.iostream", "['switchinterval', 'wakeup', 'write_to_fd']"),
+        (
+            "import tornado.platform.asyncio",
+            "['add_callback', 'switchinterval', 'wakeup']",
+        ),
+    ],
+)
+def test_the_first_loop_import_installs_what_it_targets(pth, first, expected):
+    # Each target is imported in the middle of the first import (asyncio
+    # inside tornado.ioloop): a patch checked then would see half a module.
+    result = run(f"{first}, fastloop; print(sorted(fastloop.installed()))", "1")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.strip() == expected

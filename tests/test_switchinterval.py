@@ -45,6 +45,11 @@ def controller() -> switchinterval.Controller | None:
     return change.controller if change is not None else None
 
 
+def auto() -> bool:
+    change = registry.applied_change("switchinterval", SwitchInterval)
+    return change is not None and change.auto
+
+
 def until(condition: Callable[[], object], what: str, seconds: float = 30.0) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
@@ -110,10 +115,10 @@ def test_configure_switches_between_fixed_and_auto_while_installed():
     fastloop.install(["switchinterval"])
     fastloop.configure(switch_interval_us=250)
     assert sys.getswitchinterval() == pytest.approx(0.00025)
-    assert controller() is None
+    assert (auto(), controller()) == (False, None)
     fastloop.configure(switch_interval_us="auto")
     assert sys.getswitchinterval() == DEFAULT_S  # auto starts from the found one
-    assert controller() is not None
+    assert auto()
     fastloop.uninstall()
     assert sys.getswitchinterval() == DEFAULT_S
 
@@ -150,11 +155,14 @@ def test_a_free_threaded_build_declines(monkeypatch):
 
 
 def test_the_controller_starts_with_another_thread_and_is_not_one_of_threadings():
+    assert threading.active_count() == 1, "this test needs a process of one thread"
     fastloop.install(["switchinterval"])
-    ours = controller()
-    assert ours is not None
+    # Made with the second thread: a process of one thread loads none of it.
+    assert (auto(), controller()) == (True, None)
     threads = threading.active_count()
     with spinning():
+        ours = controller()
+        assert ours is not None
         until(lambda: ours.running, "the controller runs beside a second thread")
         # The spinner only: applications' thread-leak checks never see it.
         assert threading.active_count() == threads + 1

@@ -22,8 +22,9 @@ no interval to manage: the patch declines there.
 
 Auto mode's thread starts with the process's second Python thread (the
 ``threading.Thread.start`` hook below), since a process of one thread has
-nobody to wait for the GIL; a forked child starts with no controller and
-with the interval found, and gets a controller with its next thread.
+nobody to wait for the GIL; the controller's modules load then too, not
+with Tornado.  A forked child starts with no controller and with the
+interval found, and gets a controller with its next thread.
 """
 
 from __future__ import annotations
@@ -34,14 +35,16 @@ import sys
 import threading
 import time
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastloop.config import AUTO, settings
 from fastloop.patches import Patch, needs_gil, registry
-from fastloop.patches._switch_controller import Controller
 from fastloop.patches.changes import Change, Swap
 from fastloop.runtime import fork
 from fastloop.telemetry import live
+
+if TYPE_CHECKING:
+    from fastloop.patches._switch_controller import Controller
 
 log = logging.getLogger("fastloop")
 
@@ -79,12 +82,24 @@ def auto_supported() -> bool:
 class SwitchInterval(Change):
     """The interval fastloop holds, and the one it found (put back at undo)."""
 
-    __slots__ = ("__weakref__", "controller", "found", "ours", "overridden")
+    __slots__ = (
+        "__weakref__",
+        "auto",
+        "controller",
+        "found",
+        "made",
+        "ours",
+        "overridden",
+    )
 
     def __init__(self) -> None:
         self.found = self.ours = 0.0
         self.overridden = False
+        #: auto mode is on; its controller is made with the second thread
+        self.auto = False
         self.controller: Controller | None = None
+        #: threads start anywhere: one of them makes the controller
+        self.made = threading.Lock()
 
     def do(self) -> None:
         self.found = self.ours = sys.getswitchinterval()
@@ -109,12 +124,12 @@ class SwitchInterval(Change):
             log.info("fastloop: the switch interval was set by someone else: kept")
             return
         if value == AUTO and auto_supported():
-            if self.controller is None:  # auto starts calm, from the found interval
+            if not self.auto:  # auto starts calm, from the found interval
                 self.hold(self.found * 1e6)
-                self.controller = Controller(self.found * 1e6, self.hold)
+                self.auto = True
             live.SWITCHINTERVAL.set(auto=1, interval_us=self.found * 1e6)
             if threading.active_count() > 1:
-                self.controller.start()
+                self._start_controller()
             return
         self._stop_controller()
         interval = float(value) if value != AUTO else self.found * 1e6
@@ -123,12 +138,24 @@ class SwitchInterval(Change):
 
     def thread_started(self) -> None:
         """A Python thread started: auto mode's controller now has work."""
-        controller = self.controller
-        if controller is not None and not self.overridden:
-            controller.start()
+        if self.auto and not self.overridden:
+            self._start_controller()
+
+    def _start_controller(self) -> None:
+        with self.made:
+            if not self.auto:
+                return
+            if self.controller is None:
+                from fastloop.patches._switch_controller import Controller
+
+                self.controller = Controller(self.found * 1e6, self.hold)
+            controller = self.controller
+        controller.start()
 
     def _stop_controller(self) -> None:
-        controller, self.controller = self.controller, None
+        with self.made:
+            self.auto = False
+            controller, self.controller = self.controller, None
         if controller is not None:
             controller.stop()
 
@@ -145,6 +172,7 @@ class SwitchInterval(Change):
 
     def after_fork(self) -> None:
         """In a forked child no controller runs: start from the interval found."""
+        self.made = threading.Lock()  # a parent's thread may have held it
         if self.controller is not None:
             self.controller.forget_thread()
         live.SWITCHINTERVAL.set(engaged=0)

@@ -7,27 +7,94 @@ at run time, and what a change of setting sets in motion, as each row of
 ``fastloop.config.SETTINGS`` names it (``follows``: the watchdog, the GIL
 probe, the profiler, the switch interval, the exit report).
 
-``run()`` runs inside ``site`` at interpreter start-up, before the
-application: it must not raise, must not import Tornado (patches arm
-post-import hooks instead), and reports a bad setting in one line on
-stderr.  Every process started under ``FASTLOOP=1`` pays for what this
-imports, so it loads the settings and the registry only (``fastloop/__init__``
-loads its names lazily); each patch's module loads with its target module,
-the watchdog and the profiler only when their variable is set.
+Start-up comes in two steps.  ``start()`` is all the ``.pth`` line runs.
+Under ``FASTLOOP`` alone it puts a finder on ``sys.meta_path`` that waits
+for the first import of ``asyncio`` or ``tornado`` and imports nothing
+itself, so a process that never loads an event loop (a build step, a CLI,
+a pool's worker) pays for three empty modules and no more.  ``run()``
+reads the settings and installs the patches: when that first import
+begins, or when the application first uses fastloop's own API, whichever
+comes first.  An output or an observer asked for by its variable
+(``OUTPUTS``: the exit report, the profile, the watchdog) is the process's
+whatever it imports, so any of those makes ``start()`` run at once, as the
+paths' checks and the SIGTERM handler need.  It must not raise, and
+reports a bad setting in one line on stderr; each patch's module loads with
+its target module, the watchdog and the profiler only when their variable
+is set.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
-from typing import TYPE_CHECKING
 
+# ``typing`` costs ~2 ms to import, more than all of ``start()``: mypy reads
+# any name ``TYPE_CHECKING`` as true.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Mapping, Sequence
+    from importlib.machinery import ModuleSpec
+
+#: Activating variables besides ``FASTLOOP`` (``config.ACTIVATING``, which a
+#: test holds this to): each asks for something in every process.
+OUTPUTS = ("FASTLOOP_REPORT", "FASTLOOP_BLOCK_MS", "FASTLOOP_PROFILE")
+
+#: The first import of either begins ``run()``: every patch's target module
+#: is a submodule of one, and ``tornado`` is imported before any of its own.
+FIRST_IMPORTS = frozenset({"asyncio", "tornado"})
 
 _started = False
 _exit_report_armed = False
+
+
+class _FirstImport:
+    """A ``sys.meta_path`` finder that calls ``run()`` when a loop module loads.
+
+    It fires as the first of ``FIRST_IMPORTS`` is *looked up*, before any of
+    its code runs: so every patch target is still unimported (none can be
+    caught half-initialised by ``install()``), and the registry's hooks are
+    in place for each.  It then finds the module's spec itself, with the
+    finders behind it, and returns that: the import machinery iterates
+    ``sys.meta_path`` while this runs, and returning ends that loop, so
+    removing this finder from the list cannot make it skip another.
+    """
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: object = None
+    ) -> ModuleSpec | None:
+        if fullname not in FIRST_IMPORTS:
+            return None
+        run()  # disarms this finder first
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec: ModuleSpec | None = find(fullname, path, target)
+            if spec is not None:
+                return spec
+        return None
+
+
+_first_import = _FirstImport()
+
+
+def start() -> None:
+    """What the ``.pth`` line calls: ``run()`` now, or at the first loop import."""
+    if _started:
+        return
+    if any(os.environ.get(variable) for variable in OUTPUTS) or any(
+        name in sys.modules
+        for name in FIRST_IMPORTS  # another hook imported one
+    ):
+        run()
+    elif _first_import not in sys.meta_path:
+        sys.meta_path.insert(0, _first_import)
+
+
+def run_if_deferred() -> None:
+    """The application uses fastloop's API before any loop module: start now."""
+    if _first_import in sys.meta_path:
+        run()
 
 
 def activated(environ: Mapping[str, str]) -> bool:
@@ -43,9 +110,13 @@ def run() -> None:
     # for the venv, once for the prefixes it points at) and runs every .pth
     # line each time: act on the first call only.
     global _started
-    if _started or not activated(os.environ):
+    if _started:
         return
     _started = True
+    if _first_import in sys.meta_path:
+        sys.meta_path.remove(_first_import)
+    if not activated(os.environ):
+        return
     try:
         from fastloop import config
         from fastloop.patches import registry
@@ -91,6 +162,8 @@ def configure(**changes: object) -> None:
 
 def follow(names: Iterable[str]) -> None:
     """Set in motion what these settings' rows say follows them, in table order."""
+    import importlib
+
     from fastloop.config import SETTINGS, settings
 
     wanted = set(names)

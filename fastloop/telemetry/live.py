@@ -18,8 +18,16 @@ them since ``reset_stats()``).  Three kinds of source, by who writes:
 
 A tally has one slot per stored figure of its section, named as the figure
 (a bucket list for a histogram, a count of what runs for a flag), so the
-figure a hot path bumps is the one ``stats()`` shows.  Cheap to import: the
-patches load it at start-up.
+figure a hot path bumps is the one ``stats()`` shows.
+
+Cheap to import: the patches load it with their targets, at start-up.  So a
+source knows its section by name and imports ``schema`` (and ``fields``)
+only when it first needs the declarations: a ``Counts`` source makes a
+counter when a patch first asks for it by name and checks the names
+against the section when read; a stream's tally class is made at the first
+tracked stream; a recorder keeps readings set before its tally exists and
+hands them to it.  A process that imports Tornado and never writes or reads
+a figure never loads the schema.
 """
 
 from __future__ import annotations
@@ -29,22 +37,14 @@ import itertools
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastloop.runtime import fork
-from fastloop.telemetry import schema
-from fastloop.telemetry.fields import (
-    Count,
-    Field,
-    Flag,
-    Histogram,
-    Maximum,
-    Part,
-    Section,
-)
-from fastloop.telemetry.histogram import BUCKETS, Buckets
 
-S = TypeVar("S", bound=Section)
+if TYPE_CHECKING:
+    from fastloop.telemetry.fields import Field, Histogram, Section
+
+S = TypeVar("S", bound="Section")
 R = TypeVar("R")
 
 
@@ -79,6 +79,9 @@ def figures(section: type[Section], raw: Callable[[str], Any]) -> dict[str, Any]
     histogram is that histogram's total, and a count bumped ``beyond``
     another adds that one.
     """
+    from fastloop.telemetry.fields import Count, Flag, Histogram, Part
+    from fastloop.telemetry.histogram import Buckets
+
     values: dict[str, Any] = {}
     for field in section.stored:
         value = raw(field.name)
@@ -97,29 +100,59 @@ def figures(section: type[Section], raw: Callable[[str], Any]) -> dict[str, Any]
     return values
 
 
-class Counts:
-    """One lock-free ``Counter`` per figure of a section of counts."""
+class _Source:
+    """A source of one section, known by its name in ``schema`` until needed."""
 
-    def __init__(self, section: type[Section]) -> None:
-        if not all(isinstance(f, Count) for f in section.stored):
-            raise TypeError(f"{section.__name__}: a Counts source holds counts only")
-        self.section = section
-        self._counters = {f.name: Counter() for f in section.stored}
+    def __init__(self, section: type[Section] | str) -> None:
+        self._section = section
+
+    @property
+    def section(self) -> type[Section]:
+        section = self._section
+        if isinstance(section, str):
+            from fastloop.telemetry import schema
+
+            section = self._section = getattr(schema, section)
+        return section
+
+
+class Counts(_Source):
+    """One lock-free ``Counter`` per figure of a section of counts.
+
+    A counter is made when a hot path first asks for it (``WAKEUP.written``);
+    ``read()`` checks every name asked for against the section's figures.
+    """
+
+    def __init__(self, section: type[Section] | str) -> None:
+        super().__init__(section)
+        self._counters: dict[str, Counter] = {}
         fork.in_child(self.reset_after_fork)
 
     def reset_after_fork(self) -> None:
-        for counter in self._counters.values():
+        for counter in list(self._counters.values()):
             counter.reset_after_fork()
 
     def __getattr__(self, name: str) -> Counter:
-        try:
-            return self.__dict__["_counters"][name]  # type: ignore[no-any-return]
-        except KeyError:
-            raise AttributeError(name) from None
+        if name.startswith("_"):  # copy, pickle and the like probe dunders
+            raise AttributeError(name)
+        counters: dict[str, Counter] = self.__dict__["_counters"]
+        counter = counters.get(name)
+        if counter is None:  # setdefault: two threads asking get one counter
+            counter = counters.setdefault(name, Counter())
+        return counter
 
     def read(self) -> Section:
-        return self.section(
-            **figures(self.section, lambda n: self._counters[n].value())
+        from fastloop.telemetry.fields import Count
+
+        section = self.section
+        if not all(isinstance(f, Count) for f in section.stored):
+            raise TypeError(f"{section.__name__}: a Counts source holds counts only")
+        undeclared = set(self._counters) - {f.name for f in section.stored}
+        if undeclared:
+            raise TypeError(f"{section.__name__} declares no {sorted(undeclared)}")
+        counters = self._counters
+        return section(
+            **figures(section, lambda n: counters[n].value() if n in counters else 0)
         )
 
     def reset_maxima(self) -> None:
@@ -127,6 +160,9 @@ class Counts:
 
 
 def _zero(field: Field[Any]) -> Any:
+    from fastloop.telemetry.fields import Histogram, Part
+    from fastloop.telemetry.histogram import BUCKETS
+
     if isinstance(field, Histogram):
         return [0] * BUCKETS
     if isinstance(field, Part):
@@ -147,6 +183,8 @@ def tally_class(section: type[Section], state: dict[str, int] | None = None) -> 
     extra = tuple((state or {}).items())
     made = _tally_classes.get((section, extra))
     if made is None:
+        from fastloop.telemetry.fields import Maximum
+
         maxima = [f.name for f in section.stored if isinstance(f, Maximum)]
         names = [f.name for f in section.stored] + [f"{m}_before" for m in maxima]
 
@@ -169,6 +207,8 @@ def tally_class(section: type[Section], state: dict[str, int] | None = None) -> 
 
 def add_into(section: type[Section], total: Any, tally: Any) -> None:
     """Add ``tally``'s figures into ``total``'s, kind by kind."""
+    from fastloop.telemetry.fields import Histogram, Maximum, Part
+
     for field in section.stored:
         name = field.name
         if isinstance(field, Histogram):
@@ -185,6 +225,8 @@ def add_into(section: type[Section], total: Any, tally: Any) -> None:
 
 def reset_maxima(section: type[Section], tally: Any) -> None:
     """Start the tally's maxima from zero, keeping each one's life-long value."""
+    from fastloop.telemetry.fields import Maximum, Part
+
     for field in section.stored:
         if isinstance(field, Maximum):
             before = f"{field.name}_before"
@@ -198,6 +240,7 @@ def reset_maxima(section: type[Section], tally: Any) -> None:
 
 def life_long(section: type[Section], tally: Any) -> Callable[[str], Any]:
     """A tally's live values with each maximum over its whole life."""
+    from fastloop.telemetry.fields import Maximum
 
     def raw(name: str) -> Any:
         value = getattr(tally, name)
@@ -208,7 +251,7 @@ def life_long(section: type[Section], tally: Any) -> Callable[[str], Any]:
     return raw
 
 
-class Streams:
+class Streams(_Source):
     """Figures counted per object (a stream), summed when read.
 
     Each tally is written by its stream's loop thread only, so it needs no
@@ -222,12 +265,14 @@ class Streams:
     attribute = "_fastloop_writes"
 
     def __init__(
-        self, section: type[Section], state: dict[str, int] | None = None
+        self, section: type[Section] | str, state: dict[str, int] | None = None
     ) -> None:
-        self.section = section
-        self.tally = tally_class(section, state)
+        super().__init__(section)
+        self._state = state
+        self._tally: type | None = None
         self._live: set[Any] = set()
-        self._folded = self.tally()
+        #: The collected streams' tallies added up (made at the first drain).
+        self._folded: Any = None
         #: A collected stream's tally waits here (a deque append needs no
         #: lock, and the garbage collector may run a finalizer inside read()).
         self._collected: collections.deque[Any] = collections.deque()
@@ -239,6 +284,14 @@ class Streams:
         #: A section holds the lock: only its thread can see this set.
         self._busy = False
         fork.in_child(self.reset_after_fork)
+
+    @property
+    def tally(self) -> type:
+        """The class of a stream's tally, made once (a race makes two alike)."""
+        made = self._tally
+        if made is None:
+            made = self._tally = tally_class(self.section, self._state)
+        return made
 
     def reset_after_fork(self) -> None:
         self._lock = threading.RLock()
@@ -273,6 +326,8 @@ class Streams:
         return self._locked(lambda: list(self._live))
 
     def _drain(self) -> None:
+        if self._folded is None:
+            self._folded = self.tally()
         while self._collected:
             tally = self._collected.popleft()
             self._live.discard(tally)
@@ -308,18 +363,40 @@ class Streams:
         return section(**figures(section, life_long(self.section, tally)))
 
 
-class Recorder:
-    """Figures written by the observers' threads: one tally, under ``lock``."""
+class Recorder(_Source):
+    """Figures written by the observers' threads: one tally, under ``lock``.
 
-    def __init__(self, section: type[Section]) -> None:
-        self.section = section
+    Readings ``set()`` before the tally exists wait in a dict: the
+    switch-interval patch sets its gauges as Tornado is imported, and the
+    tally (the schema) is made only when a figure is added or read.
+    """
+
+    def __init__(self, section: type[Section] | str) -> None:
+        super().__init__(section)
         self.lock = threading.Lock()
-        self.tally: Any = tally_class(section)()
+        self._tally: Any = None
+        self._pending: dict[str, float] = {}
         fork.in_child(self.reset_after_fork)
+
+    @property
+    def tally(self) -> Any:
+        """The tally, made on first use; take ``lock`` around it."""
+        tally = self._tally
+        if tally is None:
+            tally = tally_class(self.section)()
+            for name, value in self._pending.items():
+                setattr(tally, name, value)
+            self._pending.clear()
+            self._tally = tally
+        return tally
 
     def reset_after_fork(self) -> None:
         """No observer thread survives a fork, and none holds the lock in the child."""
+        from fastloop.telemetry.fields import Flag
+
         self.lock = threading.Lock()
+        if self._tally is None and not self._pending:
+            return
         for field in self.section.stored:
             if isinstance(field, Flag):
                 setattr(self.tally, field.name, 0)
@@ -346,6 +423,9 @@ class Recorder:
     def set(self, **readings: float) -> None:
         """Gauges (or a flag's count) read now, under the lock."""
         with self.lock:
+            if self._tally is None:
+                self._pending.update(readings)
+                return
             for name, value in readings.items():
                 setattr(self.tally, name, value)
 
@@ -368,13 +448,13 @@ class Recorder:
 # The process's sources, one per section of ``schema.Snapshot``.
 #: ``timed_at``, ``weight``: which call of the stream is timed next, and for
 #: how many calls it counts (``fastloop.patches.write_to_fd`` explains both).
-WRITE_TO_FD = Streams(schema.WriteStats, state={"timed_at": 0, "weight": 1})
-ADD_CALLBACK = Counts(schema.AddCallbackStats)
-WAKEUP = Counts(schema.WakeupStats)
-POLL = Counts(schema.PollStats)
-GIL = Recorder(schema.GilStats)
-SWITCHINTERVAL = Recorder(schema.SwitchIntervalStats)
-WATCHDOG = Recorder(schema.WatchdogStats)
+WRITE_TO_FD = Streams("WriteStats", state={"timed_at": 0, "weight": 1})
+ADD_CALLBACK = Counts("AddCallbackStats")
+WAKEUP = Counts("WakeupStats")
+POLL = Counts("PollStats")
+GIL = Recorder("GilStats")
+SWITCHINTERVAL = Recorder("SwitchIntervalStats")
+WATCHDOG = Recorder("WatchdogStats")
 
 #: Snapshot part -> its source, for ``pipeline``.
 SOURCES: dict[str, Counts | Streams | Recorder] = {

@@ -27,7 +27,9 @@ def _chain() -> None:
 try:
     from fastloop.runtime import bootstrap
 
-    bootstrap.run()  # acts only if a FASTLOOP* activation variable is set
+    # As the .pth line: run() at the first import of an event loop module,
+    # and then only if a FASTLOOP* activation variable is set.
+    bootstrap.start()
 except Exception as exc:  # start-up must go on
     print(f"fastloop: not activated: {exc!r}", file=sys.stderr)
 _chain()
