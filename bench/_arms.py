@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+#: distributed.admin.event-loop, as dask reads it from the environment
+UVLOOP = "DASK_DISTRIBUTED__ADMIN__EVENT_LOOP"
+
 #: Arms per scenario, each the environment it adds to the stock one: every
 #: patch against stock where nothing contends (no regression), and where a
 #: thread computes in Python, the default set (auto switch interval) beside
@@ -29,4 +32,8 @@ ARMS: dict[str, dict[str, dict[str, str]]] = {
 EXTRA: dict[str, dict[str, str]] = {
     "stock again": {},
     "no switchinterval": {"FASTLOOP": "add_callback,wakeup,write_to_fd"},
+    "no read_interest": {"FASTLOOP": "add_callback,wakeup,write_to_fd,switchinterval"},
+    # distributed's own setting picks its event loop: uvloop, stock and patched
+    "uvloop": {UVLOOP: "uvloop"},
+    "uvloop+FASTLOOP=1": {UVLOOP: "uvloop", "FASTLOOP": "1"},
 }

@@ -20,8 +20,9 @@ distributed = pytest.importorskip(
 pytestmark = pytest.mark.dask
 
 from fastloop.dask import cluster_stats  # noqa: E402
+from tests_support import default_set  # noqa: E402
 
-ALL = ["add_callback", "switchinterval", "wakeup", "write_to_fd"]
+ALL = default_set()
 
 
 class Counter:
@@ -228,7 +229,7 @@ def test_worker_under_a_nanny_stopped_by_sigterm_leaves_report_and_profile(tmp_p
                 process.wait(30)
     # dask's own log shows the preload line, from the worker process.
     assert "distributed.preloading - INFO - fastloop: preload in Worker: " in log
-    assert "patches add_callback, switchinterval, wakeup, write_to_fd active" in log
+    assert f"patches {', '.join(ALL)} active" in log
     reports = {p.name: json.loads(p.read_text()) for p in tmp_path.glob("report.*")}
     nanny = worker.pid  # fastloop run became the command
     # (multiprocessing's resource tracker, a Python process too, writes one more)

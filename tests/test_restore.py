@@ -23,8 +23,9 @@ from tornado.ioloop import IOLoop
 from tornado.iostream import IOStream
 
 import fastloop
+from fastloop.patches import registry
 
-PATCHES = ["add_callback", "wakeup", "write_to_fd", "poll", "switchinterval"]
+PATCHES = list(registry.known())
 
 
 def traces(obj: Any) -> list[str]:

@@ -155,10 +155,11 @@ def test_a_free_threaded_build_declines(monkeypatch):
 
 
 def test_the_controller_starts_with_another_thread_and_is_not_one_of_threadings():
-    assert threading.active_count() == 1, "this test needs a process of one thread"
+    alone = threading.active_count() == 1
     fastloop.install(["switchinterval"])
-    # Made with the second thread: a process of one thread loads none of it.
-    assert (auto(), controller()) == (True, None)
+    assert auto()
+    if alone:  # made with the second thread: a process of one loads none of it
+        assert controller() is None
     threads = threading.active_count()
     with spinning():
         ours = controller()

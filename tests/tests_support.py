@@ -176,3 +176,11 @@ def simulate_python_314(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
         base_events.BaseEventLoop, "call_soon_threadsafe", call_soon_threadsafe_314
     )
+
+
+def default_set() -> list[str]:
+    """The default set, sorted as tests compare it: read from the registry,
+    never spelled out, so a new default patch changes no test but its own."""
+    from fastloop.patches import registry
+
+    return sorted(registry.default_set())

@@ -25,6 +25,12 @@ RECORDS = (
     ("add_callback", "tornado.platform.asyncio", f"{__name__}.add_callback", True),
     ("wakeup", "asyncio.selector_events", f"{__name__}.wakeup", True),
     ("write_to_fd", "tornado.iostream", f"{__name__}.write_to_fd", True),
+    (
+        "read_interest",
+        "tornado.platform.asyncio",
+        f"{__name__}.read_interest",
+        True,
+    ),
     ("poll", "asyncio.selector_events", f"{__name__}.poll", False),
     ("switchinterval", "tornado.ioloop", f"{__name__}.switchinterval", True),
 )

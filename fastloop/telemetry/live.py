@@ -451,6 +451,7 @@ class Recorder(_Source):
 WRITE_TO_FD = Streams("WriteStats", state={"timed_at": 0, "weight": 1})
 ADD_CALLBACK = Counts("AddCallbackStats")
 WAKEUP = Counts("WakeupStats")
+READ_INTEREST = Counts("ReadInterestStats")
 POLL = Counts("PollStats")
 GIL = Recorder("GilStats")
 SWITCHINTERVAL = Recorder("SwitchIntervalStats")
@@ -461,6 +462,7 @@ SOURCES: dict[str, Counts | Streams | Recorder] = {
     "write_to_fd": WRITE_TO_FD,
     "add_callback": ADD_CALLBACK,
     "wakeup": WAKEUP,
+    "read_interest": READ_INTEREST,
     "poll": POLL,
     "gil": GIL,
     "switchinterval": SWITCHINTERVAL,

@@ -250,6 +250,24 @@ class WakeupStats(Section):
     )
 
 
+class ReadInterestStats(Section):
+    """Read interest kept registered while streams paused (``read_interest``)."""
+
+    heading = Heading("read interest", patch="read_interest", counted="muted")
+    muted = Count(
+        "Read interest dropped with the reader left registered, muted",
+        metric="fastloop_read_interest_muted",
+    )
+    resumed = Count(
+        "Read interest back while muted: a remove_reader and an add_reader saved",
+        metric="fastloop_read_interest_resumed",
+    )
+    dropped = Count(
+        "Readable while muted: the reader removed then, as stock had at the drop",
+        metric="fastloop_read_interest_dropped",
+    )
+
+
 class PollStats(Section):
     """The ``poll`` patch's skipped polls."""
 
@@ -557,6 +575,7 @@ class Snapshot(Section):
     write_to_fd = Part(WriteStats)
     add_callback = Part(AddCallbackStats)
     wakeup = Part(WakeupStats)
+    read_interest = Part(ReadInterestStats)
     gil_block = Heading(
         "selector polls and the GIL",
         shown=lambda s: s.poll.skipped or s.gil.poll.samples or s.gil.probe.samples,

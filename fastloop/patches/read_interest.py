@@ -1,0 +1,236 @@
+"""Read interest kept registered while a stream merely pauses between messages.
+
+An ``IOStream`` listens for READ only while a read is pending or its buffer
+is empty: when one ``recv`` brings more than the pending read wants (a
+message's header and its frames), ``_handle_events`` drops read interest,
+and the next read, served from the buffer, adds it back.  On Tornado's
+asyncio loops each drop is ``remove_reader`` and each return
+``add_reader``: an ``epoll_ctl`` unregister and register, a pair per
+message (three pairs per dask actor call in the client's process alone).
+
+While installed, dropping read interest in ``update_handler`` takes the fd
+out of ``IOLoop.readers`` as stock does but leaves asyncio's reader
+registered, marking the fd *muted*; adding it back while muted only
+unmarks it.  If the selector reports the fd readable while it is muted,
+the reader is removed for real then, as stock removed it at the drop, and
+nothing is delivered: the handler sees no event stock would not have
+given it, so buffering, back-pressure (a reader that stops reading stops
+draining the socket) and close detection are stock's.  ``remove_handler``
+removes a muted reader for real, so ``IOLoop.readers``, ``handlers`` and
+the selector are stock's once a stream is closed.
+
+What differs while an fd is muted: the selector still holds it (stock's
+holds it too whenever a stream is idle), and one readable report costs
+the loop one more turn of its callback.  An fd closed by its owner without
+``remove_handler`` while muted leaves a stale selector key, as an idle
+stream's does in stock; a new ``add_handler`` of that fd number removes
+it first.
+
+Only readers this patch registered are muted: a reader added before
+install delivers through stock's ``_handle_events``, which would not know
+the mark, so its drops stay stock's.  Uninstall unmutes every loop on its
+own thread (muted fds not read again are removed for real, with the marks):
+the loop thread is the only one that registers readers, and a loop
+running elsewhere gets the undo as a callback, until which the marks stay
+with the replacement ``_handle_events`` its registrations are bound to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from fastloop.patches import Patch, needs_gil
+from fastloop.patches.changes import Change, PerObject, Swap
+from fastloop.telemetry.live import READ_INTEREST
+
+#: What each stock method must still do, by the names its code uses.
+NEEDS = {
+    "add_handler": {"split_fd", "handlers", "add_reader", "_handle_events", "readers"},
+    "update_handler": {"split_fd", "readers", "add_reader", "remove_reader"},
+    "remove_handler": {"split_fd", "handlers", "readers", "remove_reader"},
+    "_handle_events": {"handlers"},
+}
+
+
+def check(module: ModuleType) -> str | None:
+    no_gil = needs_gil("the muted marks are sets shared with the uninstalling thread")
+    if no_gil is not None:
+        return no_gil
+    cls = getattr(module, "BaseAsyncIOLoop", None)
+    if cls is None:
+        return "tornado.platform.asyncio.BaseAsyncIOLoop is missing"
+    for name, names in NEEDS.items():
+        code = getattr(cls.__dict__.get(name), "__code__", None)
+        if code is None or not names <= set(code.co_names):
+            return f"BaseAsyncIOLoop.{name} changed"
+    if "selector_loop" not in cls.__dict__["update_handler"].__code__.co_names:
+        return "BaseAsyncIOLoop.update_handler no longer registers on selector_loop"
+    return None
+
+
+class Reads:
+    """One loop's marks: fds muted, and fds whose reader this patch registered."""
+
+    __slots__ = ("muted", "ours")
+
+    def __init__(self) -> None:
+        self.muted: set[int] = set()
+        #: registered while installed: delivered through ``handle_events``
+        self.ours: set[int] = set()
+
+
+def unmute_all(loop: Any) -> None:
+    """Uninstall: what stock would hold, on the loop's own thread."""
+
+    def unmute() -> None:
+        reads: Reads | None = getattr(loop, "_fastloop_reads", None)
+        if reads is None:
+            return
+        del loop._fastloop_reads
+        muted, reads.muted = reads.muted, set()
+        if loop.asyncio_loop.is_closed():
+            return  # its selector is gone, and with it every registration
+        for fd in muted:
+            if fd not in loop.readers:  # re-added by stock meanwhile: keep
+                loop.selector_loop.remove_reader(fd)
+
+    asyncio_loop = loop.asyncio_loop
+    here = asyncio._get_running_loop() is asyncio_loop
+    if here or not asyncio_loop.is_running():
+        unmute()
+    else:
+        asyncio_loop.call_soon_threadsafe(unmute)
+
+
+Replacement = Callable[..., None]
+
+
+def registering(
+    stock_add: Any, stock_update: Any, read: int, reads_of: Callable[[Any], Any]
+) -> tuple[Replacement, Replacement]:
+    """``add_handler`` and ``update_handler``: mute a drop, unmute a return."""
+    muted_count = READ_INTEREST.muted.increment
+    resumed_count = READ_INTEREST.resumed.increment
+
+    def add_handler(self: Any, fd: Any, handler: Any, events: int) -> None:
+        reads: Reads | None = reads_of(self)
+        if reads is None:
+            stock_add(self, fd, handler, events)
+            return
+        number, _ = self.split_fd(fd)
+        if number in self.handlers:
+            stock_add(self, fd, handler, events)  # raises: added twice
+            return
+        if number in reads.muted:
+            # A muted fd closed and reused without remove_handler: the stale
+            # registration goes first, as stock had dropped it.
+            reads.muted.discard(number)
+            self.selector_loop.remove_reader(number)
+        reads.ours.discard(number)
+        stock_add(self, fd, handler, events)
+        if number in self.readers:
+            reads.ours.add(number)
+
+    def update_handler(self: Any, fd: Any, events: int) -> None:
+        reads: Reads | None = reads_of(self)
+        if reads is None:
+            stock_update(self, fd, events)
+            return
+        number, _ = self.split_fd(fd)
+        readers = self.readers
+        if events & read:
+            if number in reads.muted:  # still registered: no syscall
+                reads.muted.discard(number)
+                readers.add(number)
+                resumed_count()
+            elif number not in readers:
+                stock_update(self, fd, events)
+                if number in readers:
+                    reads.ours.add(number)
+                return
+        elif number in readers and number in reads.ours:
+            readers.remove(number)
+            reads.muted.add(number)
+            muted_count()
+        stock_update(self, fd, events)  # writers; readers already as stock's
+
+    return add_handler, update_handler
+
+
+def removing(
+    stock_remove: Any, stock_handle: Any, read: int
+) -> tuple[Replacement, Replacement]:
+    """``remove_handler`` and ``_handle_events``: a muted reader goes for real."""
+    dropped_count = READ_INTEREST.dropped.increment
+
+    def remove_handler(self: Any, fd: Any) -> None:
+        reads: Reads | None = getattr(self, "_fastloop_reads", None)
+        if reads is not None:
+            number, _ = self.split_fd(fd)
+            reads.ours.discard(number)
+            if number in reads.muted:
+                reads.muted.discard(number)
+                self.selector_loop.remove_reader(number)
+        stock_remove(self, fd)
+
+    def handle_events(self: Any, fd: int, events: int) -> None:
+        reads: Reads | None = getattr(self, "_fastloop_reads", None)
+        if reads is not None and events & read and fd in reads.muted:
+            # Readable while muted: stock had no reader here; remove it now.
+            reads.muted.discard(fd)
+            reads.ours.discard(fd)
+            self.selector_loop.remove_reader(fd)
+            dropped_count()
+            return
+        stock_handle(self, fd, events)
+
+    return remove_handler, handle_events
+
+
+def apply(module: ModuleType) -> list[Change]:
+    cls = module.BaseAsyncIOLoop
+    read = module.IOLoop.READ
+    stock = {
+        name: cls.__dict__[name]
+        for name in (
+            "add_handler",
+            "update_handler",
+            "remove_handler",
+            "_handle_events",
+        )
+    }
+    # The marks are taken off by unmute_all itself, on the loop's thread.
+    loops = PerObject(detach=unmute_all)
+
+    def reads_of(loop: Any) -> Reads | None:
+        try:
+            reads: Reads = loop._fastloop_reads
+        except AttributeError:
+            reads = Reads()
+            if not loops.put(loop, _fastloop_reads=reads):
+                return None  # uninstalled meanwhile: stock
+        return reads
+
+    replacements = (
+        *registering(stock["add_handler"], stock["update_handler"], read, reads_of),
+        *removing(stock["remove_handler"], stock["_handle_events"], read),
+    )
+    changes: list[Change] = [loops]
+    for (name, original), replacement in zip(stock.items(), replacements, strict=True):
+        functools.update_wrapper(replacement, original)
+        changes.append(Swap(cls, name, replacement))
+    return changes
+
+
+PATCH = Patch(
+    name="read_interest",
+    target="tornado.platform.asyncio",
+    summary="IOLoop: read interest dropped between messages stays registered, "
+    "muted, unless the fd is reported readable meanwhile",
+    check=check,
+    apply=apply,
+)
