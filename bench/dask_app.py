@@ -190,6 +190,27 @@ def one_run(
     return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def paired_results(
+    runs: dict[str, list[dict[str, object]]], measures: tuple[tuple[str, str], ...]
+) -> list[ab.Result]:
+    """Every arm against stock; an arm ``X+Y`` also against arm ``X`` (uvloop
+    with fastloop against stock uvloop, the alternative a user would pick)."""
+    pairs = [("stock", arm) for arm in runs if arm != "stock"]
+    pairs += [(arm.split("+")[0], arm) for arm in runs if arm.split("+")[0] in runs]
+    return [
+        ab.paired(
+            [r[key] for r in runs[base]],  # type: ignore[misc]
+            [r[key] for r in runs[arm]],  # type: ignore[misc]
+            name=label,
+            a_label=base,
+            b_label=arm,
+        )
+        for base, arm in pairs
+        if base != arm
+        for key, label in measures
+    ]
+
+
 def _progress(done: int, total: int) -> None:
     print(f"round {done}/{total}", file=sys.stderr, flush=True)
 
@@ -236,16 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             arm,
             active,
         )  # type: ignore[index]
-    results = [
-        ab.paired(
-            [r[key] for r in runs["stock"]],  # type: ignore[misc]
-            [r[key] for r in runs[arm]],  # type: ignore[misc]
-            name=label,
-            b_label=arm,
-        )
-        for arm in arms[1:]
-        for key, label in measures
-    ]
+    results = paired_results(runs, measures)
     for result in results:
         print(result)
     if args.json:

@@ -109,6 +109,23 @@ def _startup_rows(startup: dict) -> list[str]:
             f"{cpu['added_high_ms']:.2f}] | <= {row['budget_ms']:g} ms, {met} "
             f"| {row['pairs']} | {len(row['fastloop_modules_imported'])} |"
         )
+    frontier = next(
+        (row["frontier_cpu"] for row in startup["programs"] if "frontier_cpu" in row),
+        None,
+    )
+    if frontier:
+        lines += [
+            "",
+            "What each part costs `import tornado.web`, in the same rounds (child CPU, "
+            "paired with unset): "
+            + "; ".join(
+                f"`FASTLOOP={value}`{' (start-up, no patch)' if value == '0' else ''} "
+                f"{cost['added_ms']:.2f} ms [{cost['added_low_ms']:.2f}, "
+                f"{cost['added_high_ms']:.2f}]"
+                for value, cost in frontier.items()
+            )
+            + ".",
+        ]
     return lines
 
 
@@ -390,6 +407,7 @@ APPS = (
     ("dask_idle_aa.json", "dask LocalCluster", "idle, stock against stock too (A/A)"),
     ("dask_idle_long.json", "dask LocalCluster", "idle, two arms, more rounds"),
     ("dask_toggle.json", "dask LocalCluster", "idle, one cluster, patches toggled"),
+    ("dask_idle_uvloop.json", "dask LocalCluster", "idle, asyncio and uvloop"),
     ("dask_busy.json", "dask LocalCluster", "busy worker"),
 )
 
@@ -416,6 +434,8 @@ def _app_rows() -> list[str]:
         for result in data["results"]:
             arm = result.get("b", "patched")
             arm = "FASTLOOP=1" if arm == "patched" else arm
+            if result.get("a", "stock") != "stock":
+                arm = f"{arm}` against `{result['a']}"
             lines.append(
                 f"| {label} ({detail}) | {scenario} | {result['name']} | `{arm}` "
                 f"| {_interval(result)} | {result['rounds']} |"

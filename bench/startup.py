@@ -10,13 +10,16 @@ imported.  Set: for each program (``pass``, ``import tornado.web``,
 ``FASTLOOP=1``, the order alternating, for ``--seconds`` each, and reports
 the median of the paired differences of wall time and of the child's CPU
 time (user + system, from ``wait4``; steadier than the wall clock on a
-shared machine) with their 95% intervals, against the program's budget.
+shared machine) with their 95% intervals, against the program's budget;
+for ``import tornado.web`` also each ``--frontier`` value of ``FASTLOOP`` in
+the same rounds, so that what start-up and each patch cost is one run.
 The children run on one CPU, the other left to the machine's noise.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import site
 import statistics
@@ -81,36 +84,49 @@ def pth_cost_unset(repeat: int) -> tuple[float, float]:
 
 
 def program_row(
-    code: str, env: dict[str, str], seconds: float, budget_ms: float
+    code: str,
+    env: dict[str, str],
+    seconds: float,
+    budget_ms: float,
+    frontier: tuple[str, ...] = (),
 ) -> dict[str, object]:
-    with_fastloop = {**env, "FASTLOOP": "1"}
-    runs = ab.interleave(
-        {
-            "unset": lambda: run_once(code, env),
-            "FASTLOOP=1": lambda: run_once(code, with_fastloop),
-        },
-        rounds=100_000,
-        warmup=2,
-        budget_s=seconds,
-    )
+    """``FASTLOOP=1`` against unset; with ``frontier``, each of those values of
+    ``FASTLOOP`` too, in the same interleaved rounds (what each patch costs)."""
+    values = ("1", *(value for value in frontier if value != "1"))
+    arms = {"unset": lambda: run_once(code, env)}
+    for value in values:
+        arms[f"FASTLOOP={value}"] = functools.partial(
+            run_once, code, {**env, "FASTLOOP": value}
+        )
+    runs = ab.interleave(arms, rounds=100_000, warmup=2, budget_s=seconds)
     row: dict[str, object] = {"program": code, "budget_ms": budget_ms}
     for index, clock in enumerate(("wall", "cpu")):
         unset = [run[index] for run in runs["unset"]]
         fast = [run[index] for run in runs["FASTLOOP=1"]]
-        added = [(b - a) * 1e3 for a, b in zip(unset, fast, strict=True)]
-        median, low, high = ab.median_interval(added)
         row[clock] = {
             "unset_ms": statistics.median(unset) * 1e3,
             "fastloop_ms": statistics.median(fast) * 1e3,
-            "added_ms": median,
-            "added_low_ms": low,
-            "added_high_ms": high,
+            **added(unset, fast),
             "unset_times_s": unset,
             "fastloop_times_s": fast,
         }
+    if frontier:
+        unset = [run[1] for run in runs["unset"]]
+        row["frontier_cpu"] = {
+            value: added(unset, [run[1] for run in runs[f"FASTLOOP={value}"]])
+            for value in values
+        }
     row["pairs"] = len(runs["unset"])
-    row["fastloop_modules_imported"] = imported_modules(with_fastloop, code)
+    row["fastloop_modules_imported"] = imported_modules({**env, "FASTLOOP": "1"}, code)
     return row
+
+
+def added(unset: list[float], fast: list[float]) -> dict[str, float]:
+    """The median of paired differences, in ms, with its 95% interval."""
+    median, low, high = ab.median_interval(
+        [(b - a) * 1e3 for a, b in zip(unset, fast, strict=True)]
+    )
+    return {"added_ms": median, "added_low_ms": low, "added_high_ms": high}
 
 
 def describe(row: dict[str, object]) -> str:
@@ -140,6 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--programs", nargs="*", default=list(BUDGETS_MS), choices=list(BUDGETS_MS)
     )
+    parser.add_argument(
+        "--frontier",
+        default="0,wakeup,write_to_fd,switchinterval",
+        help="FASTLOOP values timed beside FASTLOOP=1 for import tornado.web "
+        "(0: start-up machinery, no patch; each patch alone)",
+    )
     args = parser.parse_args(argv)
 
     os.environ.pop("FASTLOOP", None)
@@ -156,8 +178,14 @@ def main(argv: list[str] | None = None) -> int:
         os.sched_setaffinity(0, {CPU})  # the children inherit it
     rows = []
     for code in args.programs:
-        rows.append(program_row(code, env, args.seconds, BUDGETS_MS[code]))
+        frontier = tuple(args.frontier.split(",")) if "tornado" in code else ()
+        rows.append(program_row(code, env, args.seconds, BUDGETS_MS[code], frontier))
         print(describe(rows[-1]), flush=True)
+        for value, cost in dict(rows[-1].get("frontier_cpu", {})).items():
+            print(
+                f"  FASTLOOP={value}: cpu added {cost['added_ms']:.2f} "
+                f"[{cost['added_low_ms']:.2f}, {cost['added_high_ms']:.2f}] ms"
+            )
         print(f"  fastloop modules imported: {rows[-1]['fastloop_modules_imported']}")
     if args.json:
         _results.save(
