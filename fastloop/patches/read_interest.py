@@ -6,7 +6,7 @@ message's header and its frames), ``_handle_events`` drops read interest,
 and the next read, served from the buffer, adds it back.  On Tornado's
 asyncio loops each drop is ``remove_reader`` and each return
 ``add_reader``: an ``epoll_ctl`` unregister and register, a pair per
-message (three pairs per dask actor call in the client's process alone).
+message (several per dask actor call).
 
 While installed, dropping read interest in ``update_handler`` takes the fd
 out of ``IOLoop.readers`` as stock does but leaves asyncio's reader

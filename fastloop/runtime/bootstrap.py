@@ -65,14 +65,10 @@ class _FirstImport:
         if fullname not in FIRST_IMPORTS:
             return None
         run()  # disarms this finder first
-        for finder in list(sys.meta_path):
-            find = getattr(finder, "find_spec", None)
-            if finder is self or find is None:
-                continue
-            spec: ModuleSpec | None = find(fullname, path, target)
-            if spec is not None:
-                return spec
-        return None
+        # Loaded by run() with the registry: no cost to the .pth line.
+        from fastloop.runtime.importhook import spec_behind
+
+        return spec_behind(self, fullname, path, target)
 
 
 _first_import = _FirstImport()

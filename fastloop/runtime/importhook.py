@@ -41,18 +41,26 @@ class PostImportFinder:
     ) -> ModuleSpec | None:
         if fullname not in self.targets:
             return None
-        for finder in list(sys.meta_path):
-            find = getattr(finder, "find_spec", None)
-            if finder is self or find is None:
-                continue
-            spec: ModuleSpec | None = find(fullname, path, target)
-            if spec is not None:
-                break
-        else:
+        spec = spec_behind(self, fullname, path, target)
+        if spec is None:
             return None
         if spec.loader is not None and hasattr(spec.loader, "exec_module"):
             spec.loader = _HookedLoader(spec.loader, self._on_import)  # type: ignore[assignment]
         return spec
+
+
+def spec_behind(
+    finder: object, fullname: str, path: Sequence[str] | None, target: object
+) -> ModuleSpec | None:
+    """The spec the finders on ``sys.meta_path`` other than ``finder`` give."""
+    for other in list(sys.meta_path):
+        find = getattr(other, "find_spec", None)
+        if other is finder or find is None:
+            continue
+        spec: ModuleSpec | None = find(fullname, path, target)
+        if spec is not None:
+            return spec
+    return None
 
 
 class _HookedLoader:
