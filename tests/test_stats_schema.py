@@ -119,3 +119,16 @@ def test_histograms_stay_bucket_counts_until_shown():
         assert isinstance(field.zero(), Buckets)
     assert isinstance(snapshot.write_to_fd.histogram, Buckets)
     assert isinstance(snapshot.to_dict()["write_to_fd"]["histogram"], list)
+
+
+def test_a_snapshot_pickles_as_its_figures():
+    # dask's client.run sends what a function returns between processes.
+    import pickle
+
+    with fastloop.patched():
+        snapshot = fastloop.stats()
+    assert snapshot.installed  # some figure is not a zero
+    copy = pickle.loads(pickle.dumps(snapshot))
+    assert copy == snapshot
+    assert copy.to_dict() == snapshot.to_dict()
+    assert pickle.loads(pickle.dumps(snapshot.read_interest)) == snapshot.read_interest

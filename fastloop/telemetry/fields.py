@@ -423,6 +423,14 @@ class Section:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"stats are immutable: cannot set {name}")
 
+    # Pickled as its figures (``client.run`` sends stats between processes):
+    # the default restores slots through __setattr__, which refuses.
+    def __getstate__(self) -> dict[str, Any]:
+        return self._values
+
+    def __setstate__(self, values: dict[str, Any]) -> None:
+        object.__setattr__(self, "_values", values)
+
     def merge(self, other: Self) -> Self:
         """The figures of both together (two processes', say), kind by kind."""
         return type(self)(
