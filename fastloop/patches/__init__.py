@@ -13,7 +13,7 @@ other fastloop module.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -44,6 +44,16 @@ def gil_enabled() -> bool:
     """False on a free-threaded build running without its GIL (3.13t and later)."""
     is_enabled = getattr(sys, "_is_gil_enabled", None)
     return True if is_enabled is None else bool(is_enabled())
+
+
+def changed_method(cls: type, needs: Mapping[str, set[str]]) -> str | None:
+    """The first method of ``cls`` (its own, not a base's) whose code no longer
+    uses every name ``needs`` lists for it; None if all still do."""
+    for name, names in needs.items():
+        code = getattr(cls.__dict__.get(name), "__code__", None)
+        if code is None or not names <= set(code.co_names):
+            return name
+    return None
 
 
 def needs_gil(why: str) -> str | None:

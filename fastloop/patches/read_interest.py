@@ -43,15 +43,35 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from fastloop.patches import Patch, needs_gil
+from fastloop.patches import Patch, changed_method, needs_gil
 from fastloop.patches.changes import Change, PerObject, Swap
 from fastloop.telemetry.live import READ_INTEREST
 
-#: What each stock method must still do, by the names its code uses.
+#: What each stock method must still do, by the names its code uses: the
+#: replacements register and remove readers on ``selector_loop`` as stock does.
 NEEDS = {
-    "add_handler": {"split_fd", "handlers", "add_reader", "_handle_events", "readers"},
-    "update_handler": {"split_fd", "readers", "add_reader", "remove_reader"},
-    "remove_handler": {"split_fd", "handlers", "readers", "remove_reader"},
+    "add_handler": {
+        "split_fd",
+        "handlers",
+        "selector_loop",
+        "add_reader",
+        "_handle_events",
+        "readers",
+    },
+    "update_handler": {
+        "split_fd",
+        "readers",
+        "selector_loop",
+        "add_reader",
+        "remove_reader",
+    },
+    "remove_handler": {
+        "split_fd",
+        "handlers",
+        "readers",
+        "selector_loop",
+        "remove_reader",
+    },
     "_handle_events": {"handlers"},
 }
 
@@ -63,13 +83,8 @@ def check(module: ModuleType) -> str | None:
     cls = getattr(module, "BaseAsyncIOLoop", None)
     if cls is None:
         return "tornado.platform.asyncio.BaseAsyncIOLoop is missing"
-    for name, names in NEEDS.items():
-        code = getattr(cls.__dict__.get(name), "__code__", None)
-        if code is None or not names <= set(code.co_names):
-            return f"BaseAsyncIOLoop.{name} changed"
-    if "selector_loop" not in cls.__dict__["update_handler"].__code__.co_names:
-        return "BaseAsyncIOLoop.update_handler no longer registers on selector_loop"
-    return None
+    changed = changed_method(cls, NEEDS)
+    return None if changed is None else f"BaseAsyncIOLoop.{changed} changed"
 
 
 class Reads:
@@ -110,7 +125,10 @@ Replacement = Callable[..., None]
 
 
 def registering(
-    stock_add: Any, stock_update: Any, read: int, reads_of: Callable[[Any], Any]
+    stock_add: Any,
+    stock_update: Any,
+    read: int,
+    reads_of: Callable[[Any], Reads | None],
 ) -> tuple[Replacement, Replacement]:
     """``add_handler`` and ``update_handler``: mute a drop, unmute a return."""
     muted_count = READ_INTEREST.muted.increment

@@ -72,7 +72,7 @@ from asyncio import events
 from types import ModuleType
 from typing import Any
 
-from fastloop.patches import Patch, needs_gil, registry
+from fastloop.patches import Patch, changed_method, needs_gil, registry
 from fastloop.patches.changes import Change, PerObject, Swap
 from fastloop.runtime import fork
 from fastloop.telemetry.live import WAKEUP
@@ -156,10 +156,9 @@ def check(module: ModuleType) -> str | None:
         "_read_from_self": {"_ssock", "recv", "_process_self_data"},
         "_make_self_pipe": {"_add_reader", "_read_from_self"},
     }
-    for name, names in needs.items():
-        code = getattr(cls.__dict__.get(name), "__code__", None)
-        if code is None or not names <= set(code.co_names):
-            return f"BaseSelectorEventLoop.{name} changed"
+    changed = changed_method(cls, needs)
+    if changed is not None:
+        return f"BaseSelectorEventLoop.{changed} changed"
     # The policy already set, if any: asking asyncio for it would create the
     # default one, and this runs while the asyncio package is still importing.
     policy = getattr(asyncio.events, "_event_loop_policy", None)

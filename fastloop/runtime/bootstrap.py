@@ -11,7 +11,7 @@ Start-up comes in two steps.  ``start()`` is all the ``.pth`` line runs.
 Under ``FASTLOOP`` alone it puts a finder on ``sys.meta_path`` that waits
 for the first import of ``asyncio`` or ``tornado`` and imports nothing
 itself, so a process that never loads an event loop (a build step, a CLI,
-a pool's worker) pays for three empty modules and no more.  ``run()``
+a pool's worker) pays for three small modules and no more.  ``run()``
 reads the settings and installs the patches: when that first import
 begins, or when the application first uses fastloop's own API, whichever
 comes first.  An output or an observer asked for by its variable
