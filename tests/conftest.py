@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,3 +51,15 @@ def _no_patches_leak() -> Iterator[None]:
     fastloop.uninstall()
     yield
     fastloop.uninstall()
+
+
+@pytest.fixture(scope="session")
+def tls() -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """(server, client) TLS contexts trusting one throwaway authority."""
+    trustme = pytest.importorskip("trustme")
+    authority = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("localhost").configure_cert(server_context)
+    client_context = ssl.create_default_context()
+    authority.configure_trust(client_context)
+    return server_context, client_context

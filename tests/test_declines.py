@@ -24,7 +24,15 @@ from fastloop.patches import NO_GIL, gil_enabled, wakeup
 from tests_support import call_soon_threadsafe_314, simulate_python_314
 
 #: The patches that rely on the GIL, and so decline without one.
-NEED_GIL = ("add_callback", "wakeup", "read_interest", "poll", "switchinterval")
+NEED_GIL = (
+    "add_callback",
+    "wakeup",
+    "read_interest",
+    "read_buffer",
+    "write_callback",
+    "poll",
+    "switchinterval",
+)
 
 
 def wake_then_queue(self, callback, *args, context=None):

@@ -20,7 +20,8 @@ import fastloop
 from fastloop import prometheus
 from fastloop.telemetry import prometheus as collector
 from fastloop.telemetry.histogram import Buckets
-from fastloop.telemetry.schema import INTERVALS_US, Snapshot
+from fastloop.telemetry.schema import Snapshot
+from fastloop.telemetry.schema_gil import INTERVALS_US
 from tests_support import declared_metrics, default_set
 
 

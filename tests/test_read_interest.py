@@ -20,8 +20,7 @@ import pytest
 from tornado.iostream import IOStream, PipeIOStream, StreamClosedError
 
 import fastloop
-from test_write_to_fd import stream_pair, tls  # noqa: F401 (a fixture)
-from tests_support import differential
+from tests_support import differential, stream_pair
 
 PATCH = ["read_interest"]
 BODIES = [b"a" * 10, os.urandom(3000), b"", b"z" * 70_000, b"q"]
@@ -218,7 +217,7 @@ def test_back_pressure_removes_the_reader_when_data_arrives():
     assert fastloop.stats().read_interest.dropped == 1
 
 
-def test_tls_streams(tls):  # noqa: F811
+def test_tls_streams(tls):
     server_context, client_context = tls
 
     def scenario():

@@ -40,3 +40,19 @@ def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one(readme):
     # first on sys.path, and the tests must exercise the installed wheel.
     assert "-m pytest" not in test_command
     assert test_command in (REPO / ".ci" / "run").read_text()
+
+
+def test_patch_names_are_the_registry_s_in_its_order(readme):
+    from fastloop.patches import RECORDS
+
+    line = next(line for line in readme.splitlines() if line.startswith("Patch names:"))
+    listed = line.removeprefix("Patch names:").split(",")
+    named = [part.strip(" `;,") for part in listed]
+    assert named == [name for name, *_ in RECORDS]
+
+
+def test_the_kept_read_buffer_bound_is_the_code_s(readme):
+    from fastloop.patches.read_buffer import KEPT_AT_MOST
+
+    assert KEPT_AT_MOST % (1 << 20) == 0
+    assert f"(at most {KEPT_AT_MOST >> 20} MiB;" in readme

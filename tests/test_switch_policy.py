@@ -11,7 +11,7 @@ import pytest
 
 from fastloop.patches import _switch_policy as policy
 from fastloop.patches._switch_policy import Policy, Sample
-from fastloop.telemetry.schema import INTERVALS_US
+from fastloop.telemetry.schema_gil import INTERVALS_US
 
 MS = 1_000_000
 FOUND_US = 5000.0

@@ -9,51 +9,21 @@ import logging
 import os
 import re
 import socket
-import ssl
 import subprocess
 import sys
 import threading
 import time
 
 import pytest
-from tornado.iostream import IOStream, PipeIOStream, SSLIOStream
-from tornado.tcpserver import TCPServer
+from tornado.iostream import IOStream, PipeIOStream
 
 import fastloop
 from fastloop.patches.write_to_fd import SAMPLE_EVERY
 from fastloop.telemetry import live
 from fastloop.telemetry.schema import WriteStats
-from tests_support import differential
+from tests_support import differential, stream_pair
 
 PATCH = ["write_to_fd"]
-
-
-async def stream_pair(server_ssl=None, client_ssl=None):
-    """A connected (client, server) IOStream pair on loopback."""
-    accepted = asyncio.get_running_loop().create_future()
-
-    class Server(TCPServer):
-        async def handle_stream(self, stream, address):
-            accepted.set_result(stream)
-
-    server = Server(ssl_options=server_ssl)
-    sock, port = bind_unused()
-    server.add_sockets([sock])
-    if client_ssl is None:
-        client = IOStream(socket.socket())
-        await client.connect(("127.0.0.1", port))
-    else:
-        client = SSLIOStream(socket.socket(), ssl_options=client_ssl)
-        await client.connect(("127.0.0.1", port), server_hostname="localhost")
-    return client, await accepted, server
-
-
-def bind_unused():
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock, sock.getsockname()[1]
 
 
 def transfer(messages, server_ssl=None, client_ssl=None):
@@ -150,17 +120,6 @@ def test_partial_writes_and_would_block_are_counted():
     assert final.bytes_written == len(payload)
     assert final.bytes_offered > final.bytes_written  # the rest was offered again
     assert final.calls > final.would_block >= 1
-
-
-@pytest.fixture(scope="module")
-def tls():
-    trustme = pytest.importorskip("trustme")
-    authority = trustme.CA()
-    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    authority.issue_cert("localhost").configure_cert(server_context)
-    client_context = ssl.create_default_context()
-    authority.configure_trust(client_context)
-    return server_context, client_context
 
 
 def test_ssl_iostream_totals(tls):

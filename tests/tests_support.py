@@ -8,6 +8,7 @@ import logging
 import os
 import re
 import site
+import socket
 import sysconfig
 import threading
 from asyncio import base_events, events
@@ -17,6 +18,8 @@ from typing import Any, TypeVar
 
 import pytest
 from tornado.ioloop import IOLoop
+from tornado.iostream import IOStream, SSLIOStream
+from tornado.tcpserver import TCPServer
 
 import fastloop
 
@@ -109,13 +112,23 @@ class Records(logging.Handler):
         )
 
     def __enter__(self) -> Records:
+        # Another test's logging config may have disabled a logger or raised
+        # its level (distributed's sets "tornado" to CRITICAL).
+        self.saved = []
         for name in self.names:
-            logging.getLogger(name).addHandler(self)
+            logger = logging.getLogger(name)
+            self.saved.append((logger, logger.disabled, logger.level))
+            logger.disabled = False
+            if logger.getEffectiveLevel() > logging.WARNING:
+                logger.setLevel(logging.WARNING)
+            logger.addHandler(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        for name in self.names:
-            logging.getLogger(name).removeHandler(self)
+        for logger, disabled, level in self.saved:
+            logger.removeHandler(self)
+            logger.disabled = disabled
+            logger.setLevel(level)
 
 
 def declared_metrics(section: Any) -> list[str]:
@@ -184,3 +197,31 @@ def default_set() -> list[str]:
     from fastloop.patches import registry
 
     return sorted(registry.default_set())
+
+
+async def stream_pair(server_ssl=None, client_ssl=None):
+    """A connected (client, server) IOStream pair on loopback."""
+    accepted = asyncio.get_running_loop().create_future()
+
+    class Server(TCPServer):
+        async def handle_stream(self, stream, address):
+            accepted.set_result(stream)
+
+    server = Server(ssl_options=server_ssl)
+    sock, port = bind_unused()
+    server.add_sockets([sock])
+    if client_ssl is None:
+        client = IOStream(socket.socket())
+        await client.connect(("127.0.0.1", port))
+    else:
+        client = SSLIOStream(socket.socket(), ssl_options=client_ssl)
+        await client.connect(("127.0.0.1", port), server_hostname="localhost")
+    return client, await accepted, server
+
+
+def bind_unused():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock, sock.getsockname()[1]

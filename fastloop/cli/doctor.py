@@ -195,7 +195,7 @@ def _watchdog_line(state: dict[str, Any]) -> str:
 
 
 def _switch_line(report: dict[str, Any]) -> str:
-    from fastloop.telemetry.schema import SwitchIntervalStats
+    from fastloop.telemetry.schema_gil import SwitchIntervalStats
 
     if "switchinterval" in report["installed_now"]:
         stats = SwitchIntervalStats.from_dict(report["switchinterval"])

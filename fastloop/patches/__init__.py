@@ -31,6 +31,8 @@ RECORDS = (
         f"{__name__}.read_interest",
         True,
     ),
+    ("read_buffer", "tornado.iostream", f"{__name__}.read_buffer", True),
+    ("write_callback", "tornado.iostream", f"{__name__}.write_callback", True),
     ("poll", "asyncio.selector_events", f"{__name__}.poll", False),
     ("switchinterval", "tornado.ioloop", f"{__name__}.switchinterval", True),
 )

@@ -452,6 +452,8 @@ WRITE_TO_FD = Streams("WriteStats", state={"timed_at": 0, "weight": 1})
 ADD_CALLBACK = Counts("AddCallbackStats")
 WAKEUP = Counts("WakeupStats")
 READ_INTEREST = Counts("ReadInterestStats")
+READ_BUFFER = Counts("ReadBufferStats")
+WRITE_CALLBACK = Counts("WriteCallbackStats")
 POLL = Counts("PollStats")
 GIL = Recorder("GilStats")
 SWITCHINTERVAL = Recorder("SwitchIntervalStats")
@@ -463,6 +465,8 @@ SOURCES: dict[str, Counts | Streams | Recorder] = {
     "add_callback": ADD_CALLBACK,
     "wakeup": WAKEUP,
     "read_interest": READ_INTEREST,
+    "read_buffer": READ_BUFFER,
+    "write_callback": WRITE_CALLBACK,
     "poll": POLL,
     "gil": GIL,
     "switchinterval": SWITCHINTERVAL,
