@@ -65,7 +65,7 @@ def parse_patches(
     names are case-insensitive and surrounding blanks are ignored; empty
     items of a comma list (``"add_callback,"``) are harmless and skipped.
     ``all`` in a list stands for the default set (``default``, else every
-    known name), so ``all,switchinterval`` adds an opt-in patch to it.
+    known name), so ``all,poll`` adds the opt-in ``poll`` to it.
     """
     accepted = f"1, true, all, 0, false, empty, or a comma list of {', '.join(known)}"
     text = (value or "").strip().lower()

@@ -489,7 +489,7 @@ def test_read_interrupted_by_keyboard_interrupt_leaves_the_loop_wakeable():
 
 
 def test_a_wakeup_asked_for_while_the_pipe_drains_is_not_lost():
-    """The flag is cleared after the drain, never before (DESIGN.md).
+    """The flag is cleared after the drain, never before (the wakeup contract).
 
     A wake-up asked for mid-drain is not written (one is still pending),
     and its handle runs without one; had the flag been cleared before the

@@ -1,4 +1,4 @@
-"""Differential tests of the on-loop ``add_callback`` contracts (DESIGN.md).
+"""Differential tests of the on-loop ``add_callback`` contracts.
 
 Each scenario runs once under stock Tornado and once with the patch, and
 what it returns (order, values, logs, contexts) must be identical.  Each

@@ -56,3 +56,29 @@ def test_the_kept_read_buffer_bound_is_the_code_s(readme):
 
     assert KEPT_AT_MOST % (1 << 20) == 0
     assert f"(at most {KEPT_AT_MOST >> 20} MiB;" in readme
+
+
+def test_configure_lists_every_setting(readme):
+    from fastloop import config
+
+    start = readme.index("fastloop.configure(**settings)")
+    listed = readme[start : readme.index("fastloop.stats()", start)]
+    for row in config.SETTINGS:
+        assert row.name in listed, row.name
+
+
+def test_write_timing_row_states_the_sampling_gap(readme):
+    from fastloop.patches.write_to_fd import SAMPLE_EVERY
+
+    row = next(
+        line for line in readme.splitlines() if "`FASTLOOP_WRITE_TIMING`" in line
+    )
+    assert f"1 call in {SAMPLE_EVERY}," in row
+
+
+def test_the_preload_log_sample_lists_the_default_set(readme):
+    from fastloop.patches import RECORDS
+
+    default = sorted(name for name, _, _, on in RECORDS if on)
+    sample = f"fastloop: preload in Worker: patches {', '.join(default)} active"
+    assert sample in readme
