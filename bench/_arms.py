@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+from fastloop.patches import RECORDS
+
 #: distributed.admin.event-loop, as dask reads it from the environment
 UVLOOP = "DASK_DISTRIBUTED__ADMIN__EVENT_LOOP"
+#: The loop bench/http_app.py's server runs (``uvloop`` or asyncio's)
+SERVER_LOOP = "BENCH_EVENT_LOOP"
+#: uvloop, for every whole-application benchmark
+ON_UVLOOP = {UVLOOP: "uvloop", SERVER_LOOP: "uvloop"}
+#: distributed.client.direct-to-workers: actor calls skip the scheduler's proxy
+DIRECT = "DASK_DISTRIBUTED__CLIENT__DIRECT_TO_WORKERS"
+DEFAULT_SET = [name for name, _, _, on in RECORDS if on]
 
 #: Arms per scenario, each the environment it adds to the stock one: every
 #: patch against stock where nothing contends (no regression), and where a
@@ -27,13 +36,25 @@ ARMS: dict[str, dict[str, dict[str, str]]] = {
 }
 
 #: Arms any scenario may ask for by name (``bench/dask_app.py --arms``): stock
-#: a second time, which shows the noise of the harness itself (an A/A pair),
-#: and the default set without its switch interval.
+#: a second time, which shows the noise of the harness itself (an A/A pair);
+#: the default set without each of its patches; the settings a user could
+#: pick instead of (or beside) fastloop: uvloop as distributed's event loop,
+#: and clients that call actors' workers directly.
 EXTRA: dict[str, dict[str, str]] = {
     "stock again": {},
-    "no switchinterval": {"FASTLOOP": "add_callback,wakeup,write_to_fd"},
-    "no read_interest": {"FASTLOOP": "add_callback,wakeup,write_to_fd,switchinterval"},
-    # distributed's own setting picks its event loop: uvloop, stock and patched
-    "uvloop": {UVLOOP: "uvloop"},
-    "uvloop+FASTLOOP=1": {UVLOOP: "uvloop", "FASTLOOP": "1"},
+    **{
+        f"no {left_out}": {
+            "FASTLOOP": ",".join(name for name in DEFAULT_SET if name != left_out)
+        }
+        for left_out in DEFAULT_SET
+    },
+    "uvloop": ON_UVLOOP,
+    "uvloop+FASTLOOP=1": {**ON_UVLOOP, "FASTLOOP": "1"},
+    "direct_to_workers": {DIRECT: "True"},
+    "direct_to_workers+FASTLOOP=1": {DIRECT: "True", "FASTLOOP": "1"},
+    "direct_to_workers+uvloop+FASTLOOP=1": {
+        DIRECT: "True",
+        **ON_UVLOOP,
+        "FASTLOOP": "1",
+    },
 }

@@ -1,6 +1,6 @@
 """Whole application: a dask LocalCluster with worker processes, with and without FASTLOOP.
 
-    python bench/dask_app.py [--scenario idle|busy] [--rounds N] [--arms NAMES] [--json PATH]
+    python bench/dask_app.py [--scenario idle|busy] [--rounds N] [--seconds S] [--arms NAMES] [--json PATH]
 
 Needs distributed (pip install 'tornado-fastloop[dask]').  Each round runs the whole
 cluster once per arm as fresh subprocesses, in an order that rotates from
@@ -219,6 +219,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", choices=SCENARIOS, default="idle")
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        help="run rounds until this much time passed (then --rounds is a cap)",
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument(
         "--arms",
@@ -248,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             for arm, value in settings.items()
         },
         rounds=args.rounds,
+        budget_s=args.seconds,
         warmup=0,
         progress=_progress,
     )

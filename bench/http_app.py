@@ -33,11 +33,14 @@ import urllib.request
 from pathlib import Path
 
 import _results
-from _arms import ARMS
+from _arms import ARMS, EXTRA, SERVER_LOOP
 from fastloop import ab
 
 SERVER = r"""
-import socket, sys, time
+import asyncio, os, socket, sys, time
+if os.environ.get("BENCH_EVENT_LOOP") == "uvloop":
+    import uvloop
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 import tornado.web
 from tornado.httpserver import HTTPServer
 from tornado.ioloop import IOLoop
@@ -51,7 +54,8 @@ class Cpu(tornado.web.RequestHandler):
         fastloop = sys.modules.get("fastloop")
         switch = fastloop.stats().switchinterval if fastloop else None
         self.write({"cpu": time.process_time(),
-                    "engagements": switch.engagements if switch else 0})
+                    "engagements": switch.engagements if switch else 0,
+                    "loop": type(asyncio.get_running_loop()).__module__})
 
 if sys.argv[1:] == ["busy"]:
     import threading
@@ -125,6 +129,8 @@ def one_run(
         ).stdout
         after = server_state(port)
         used = after["cpu"] - before
+        wanted = "uvloop" if fastloop.get(SERVER_LOOP) == "uvloop" else "asyncio"
+        assert after["loop"].split(".")[0] == wanted, (after["loop"], wanted)
     finally:
         server.terminate()
         server.wait()
@@ -151,35 +157,50 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seconds", type=int, default=4)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--arms",
+        help="comma list of arm names: the scenario's (default: all of them) "
+        f"and {', '.join(EXTRA)}; stock is always first",
+    )
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         print("bench/http_app.py needs wrk: apt-get install wrk", file=sys.stderr)
         return 2
-    arms = list(ARMS[args.scenario])
+    known = {**ARMS[args.scenario], **EXTRA}
+    chosen = args.arms.split(",") if args.arms else list(ARMS[args.scenario])
+    unknown = [arm for arm in chosen if arm not in known]
+    if unknown:
+        parser.error(f"unknown arms {unknown}: choose from {list(known)}")
+    arms = ["stock", *(arm for arm in chosen if arm != "stock")]
     runs = ab.interleave(
         {
-            arm: functools.partial(one_run, value, args.seconds, args.scenario)
-            for arm, value in ARMS[args.scenario].items()
+            arm: functools.partial(one_run, known[arm], args.seconds, args.scenario)
+            for arm in arms
         },
         rounds=args.rounds,
         warmup=0,
         progress=_progress,
     )
-    stock = runs["stock"]
     measures = (
         ("time per request", lambda r: 1 / r["rps"]),
         ("p99 latency", lambda r: r["p99_ms"]),
         ("server CPU per request", lambda r: r["cpu_s_per_1k"]),
     )
     engaged = {arm: sum(r["engagements"] for r in rows) for arm, rows in runs.items()}
+    # Every arm against stock; an arm X+Y also against arm X (uvloop with
+    # fastloop against stock uvloop, the alternative a user would pick).
+    pairs = [("stock", arm) for arm in arms[1:]]
+    pairs += [(arm.split("+")[0], arm) for arm in arms if arm.split("+")[0] in runs]
     results = [
         ab.paired(
-            [value(r) for r in stock],
+            [value(r) for r in runs[base]],
             [value(r) for r in runs[arm]],
             name=label,
+            a_label=base,
             b_label=arm,
         )
-        for arm in arms[1:]
+        for base, arm in pairs
+        if base != arm
         for label, value in measures
     ]
     for result in results:
