@@ -12,6 +12,7 @@ import argparse
 import json
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -404,11 +405,17 @@ def _cluster_rows() -> list[str]:
 APPS = (
     ("http.json", "Tornado HTTP server under wrk", "idle"),
     ("http_busy.json", "Tornado HTTP server under wrk", "beside a busy thread"),
+    ("http_uvloop.json", "Tornado HTTP server under wrk", "idle, asyncio and uvloop"),
     ("dask.json", "dask LocalCluster", "idle"),
     ("dask_idle_aa.json", "dask LocalCluster", "idle, stock against stock too (A/A)"),
     ("dask_idle_long.json", "dask LocalCluster", "idle, two arms, more rounds"),
     ("dask_toggle.json", "dask LocalCluster", "idle, one cluster, patches toggled"),
     ("dask_idle_uvloop.json", "dask LocalCluster", "idle, asyncio and uvloop"),
+    (
+        "dask_idle_streams.json",
+        "dask LocalCluster",
+        "idle, with the stream patches; uvloop; direct_to_workers",
+    ),
     ("dask_busy.json", "dask LocalCluster", "busy worker"),
 )
 
@@ -503,10 +510,61 @@ def render_metrics() -> str:
     )
 
 
+MEASURED = README.parent / "fastloop" / "_measured.py"
+#: The advice's figures: (constant, results file, arm, measure, what it is of).
+ADVICE_FIGURES = (
+    (
+        "DIRECT_TO_WORKERS",
+        "dask_idle_streams.json",
+        "direct_to_workers",
+        "actor round trip",
+        "the time of an idle actor call",
+    ),
+    (
+        "UVLOOP",
+        "dask_idle_streams.json",
+        "uvloop",
+        "actor round trip",
+        "the time of an idle actor call",
+    ),
+)
+
+
+def render_measured() -> str:
+    """``fastloop/_measured.py``: the figures fastloop's advice quotes."""
+    lines = [
+        '"""Measured figures that fastloop\'s advice quotes (``stats().dask``).',
+        "",
+        "Written by ``bench/render_readme.py`` from ``bench/results/``; the",
+        "README test fails when they differ.",
+        '"""',
+        "",
+    ]
+    for constant, name, arm, measure, of in ADVICE_FIGURES:
+        result = next(
+            r
+            for r in _load(name)["results"]
+            if r["a"] == "stock" and r["b"] == arm and r["name"] == measure
+        )
+        figure = (
+            f"measured {result['ratio']:.2f} [{result['low']:.2f}, "
+            f"{result['high']:.2f}] of {of} on stock (bench/results/{name})"
+        )
+        pieces = textwrap.wrap(figure, 70, drop_whitespace=False)
+        lines += [f"{constant} = (", *(f'    "{piece}"' for piece in pieces), ")"]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
+    measured = render_measured()
+    if args.check and (not MEASURED.exists() or MEASURED.read_text() != measured):
+        print("fastloop/_measured.py is stale: run python bench/render_readme.py")
+        return 1
+    if not args.check:
+        MEASURED.write_text(measured)
     text = README.read_text()
     updated = text
     for start, end, make in (

@@ -239,3 +239,95 @@ def test_worker_under_a_nanny_stopped_by_sigterm_leaves_report_and_profile(tmp_p
     profiles = sorted(p.name for p in tmp_path.glob("worker*.collapsed"))
     assert {"worker.collapsed", f"worker.{pid}.collapsed"} <= set(profiles), log
     assert "thread:MainThread" in (tmp_path / f"worker.{pid}.collapsed").read_text()
+
+
+def _actor_calls(direct: bool, calls: int):
+    """``calls`` actor calls from this process, whose scheduler it is: a
+    LocalCluster's, with its worker in a process of its own (an actor in this
+    process would be called directly)."""
+    import fastloop
+
+    with (
+        distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster, direct_to_workers=direct) as client,
+    ):
+        actor = client.submit(Counter, actor=True).result()
+        before = fastloop.stats().dask.actor_calls_proxied
+        for _ in range(calls):
+            actor.incr().result()
+        dask = fastloop.stats().dask
+        return dask.actor_calls_proxied - before, dask, fastloop.report()
+
+
+def test_proxied_actor_calls_are_counted_and_the_report_says_what_to_do():
+    proxied, dask, report = _actor_calls(direct=False, calls=20)
+    assert proxied == 20
+    assert "Client(direct_to_workers=True)" in report
+    assert (
+        dask.direct_to_workers and "must be able to connect" in dask.direct_to_workers
+    )
+
+
+def test_direct_actor_calls_skip_the_proxy_and_the_advice():
+    proxied, _, report = _actor_calls(direct=True, calls=20)
+    assert proxied == 0
+    assert "Client(direct_to_workers=True)" not in report
+
+
+def test_uvloop_unused_is_seen_while_a_server_runs_on_asyncio():
+    pytest.importorskip("uvloop")
+    import fastloop
+
+    _, dask, report = _actor_calls(direct=True, calls=1)
+    assert dask.uvloop_unused
+    assert "distributed.admin.event-loop: uvloop" in report
+    assert not fastloop.stats().dask.uvloop_unused  # the cluster has closed
+
+
+def test_the_scheduler_preload_logs_proxied_calls_once(monkeypatch, caplog):
+    import fastloop.dask
+
+    monkeypatch.setattr(fastloop.dask, "PROXY_CHECK_MS", 20)
+    caplog.set_level("INFO", logger="distributed.preloading")
+    with (
+        distributed.LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            dashboard_address=None,
+            scheduler_kwargs={"preload": ["fastloop.dask"]},
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        actor = client.submit(Counter, actor=True).result()
+        for _ in range(5):
+            actor.incr().result()
+        deadline = time.monotonic() + 30
+        said = []
+        while not said and time.monotonic() < deadline:
+            said = [r for r in caplog.records if "through the scheduler" in r.message]
+            time.sleep(0.05)
+        time.sleep(0.2)  # several more periods: it must not say it again
+        said = [r for r in caplog.records if "through the scheduler" in r.message]
+    assert len(said) == 1
+
+
+def test_doctor_gives_the_dask_settings_and_their_measured_gains():
+    import dask.config
+
+    from fastloop import _measured
+    from fastloop.cli import doctor
+
+    with dask.config.set({"distributed.client.direct-to-workers": None}):
+        advised = doctor.render(doctor.diagnose({}, loop="asyncio"))
+    assert "direct-to-workers None" in advised
+    assert _measured.DIRECT_TO_WORKERS in advised
+    with dask.config.set(
+        {
+            "distributed.client.direct-to-workers": True,
+            "distributed.admin.event-loop": "uvloop",
+        }
+    ):
+        settled = doctor.diagnose({}, loop="asyncio")["dask"]
+    assert settled == {"direct_to_workers": True, "event_loop": "uvloop", "advice": []}

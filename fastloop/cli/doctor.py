@@ -117,6 +117,33 @@ def _verdicts(loop: str) -> tuple[dict[str, str | None], dict[str, str]]:
     return verdicts, by_design
 
 
+def dask_settings() -> dict[str, Any] | None:
+    """The two dask settings that gain more than a patch on an idle cluster,
+    as dask's config sets them here (None without dask), with advice."""
+    if importlib.util.find_spec("dask") is None:
+        return None
+    import dask.config
+
+    from fastloop import _measured
+
+    direct = dask.config.get("distributed.client.direct-to-workers", None)
+    event_loop = dask.config.get("distributed.admin.event-loop", "tornado")
+    advice = []
+    if not direct:
+        advice.append(
+            "actor calls go through the scheduler unless clients call workers "
+            "directly: distributed.client.direct-to-workers: true (or "
+            f"Client(direct_to_workers=True)), {_measured.DIRECT_TO_WORKERS}; "
+            "it needs every worker reachable from the client"
+        )
+    if event_loop != "uvloop" and importlib.util.find_spec("uvloop") is not None:
+        advice.append(
+            "uvloop is installed and unused: distributed.admin.event-loop: "
+            f"uvloop, {_measured.UVLOOP}"
+        )
+    return {"direct_to_workers": direct, "event_loop": event_loop, "advice": advice}
+
+
 def diagnose(
     environ: dict[str, str] | None = None, loop: str | None = None
 ) -> dict[str, Any]:
@@ -176,6 +203,7 @@ def diagnose(
         "switch_interval_now_us": sys.getswitchinterval() * 1e6,
         "patches": verdicts,
         "off_by_design": by_design,
+        "dask": dask_settings(),
         "requested": wanted,
         "settings": settings,
         "problems": [str(p) for p in problems],
@@ -259,6 +287,13 @@ def render(report: dict[str, Any]) -> str:
     for name, why in report["patches"].items():
         mark = "requested" if name in report["requested"] else "not requested"
         lines.append(f"  {name:<16}{_verdict(report, name, why)} ({mark})")
+    if report["dask"] is not None:
+        lines.append(
+            "dask          direct-to-workers "
+            f"{report['dask']['direct_to_workers']}, event-loop "
+            f"{report['dask']['event_loop']}"
+        )
+        lines += [f"  advice: {advice}" for advice in report["dask"]["advice"]]
     lines.append("settings")
     for variable, value in report["settings"].items():
         lines.append(f"  {variable:<29}{value}")

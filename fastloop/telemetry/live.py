@@ -445,6 +445,26 @@ class Recorder(_Source):
             reset_maxima(self.section, self.tally)
 
 
+class Polled(_Source):
+    """Figures another library keeps, read from its objects when asked.
+
+    ``reader`` is ``"module:function"``, imported at the first read: a
+    function that returns the section's figures by name.
+    """
+
+    def __init__(self, section: type[Section] | str, reader: str) -> None:
+        super().__init__(section)
+        self._reader = reader
+
+    def read(self) -> Section:
+        module, function = self._reader.split(":")
+        reader = getattr(__import__(module, fromlist=[function]), function)
+        return self.section(**reader())
+
+    def reset_maxima(self) -> None:
+        """Polled figures have no maxima."""
+
+
 # The process's sources, one per section of ``schema.Snapshot``.
 #: ``timed_at``, ``weight``: which call of the stream is timed next, and for
 #: how many calls it counts (``fastloop.patches.write_to_fd`` explains both).
@@ -458,9 +478,10 @@ POLL = Counts("PollStats")
 GIL = Recorder("GilStats")
 SWITCHINTERVAL = Recorder("SwitchIntervalStats")
 WATCHDOG = Recorder("WatchdogStats")
+DASK = Polled("DaskStats", "fastloop.dask:figures")
 
 #: Snapshot part -> its source, for ``pipeline``.
-SOURCES: dict[str, Counts | Streams | Recorder] = {
+SOURCES: dict[str, Counts | Streams | Recorder | Polled] = {
     "write_to_fd": WRITE_TO_FD,
     "add_callback": ADD_CALLBACK,
     "wakeup": WAKEUP,
@@ -471,4 +492,5 @@ SOURCES: dict[str, Counts | Streams | Recorder] = {
     "gil": GIL,
     "switchinterval": SWITCHINTERVAL,
     "watchdog": WATCHDOG,
+    "dask": DASK,
 }

@@ -23,6 +23,7 @@ from fastloop.telemetry.fields import (
     Count,
     Derived,
     Flag,
+    Gauge,
     Heading,
     Histogram,
     Line,
@@ -288,6 +289,62 @@ class WriteCallbackStats(Section):
     )
 
 
+def _direct_advice(s: DaskStats) -> str | None:
+    if not s.actor_calls_proxied:
+        return None
+    from fastloop import _measured
+
+    return (
+        f"{int(s.actor_calls_proxied):,} actor calls went through the scheduler's "
+        "proxy: clients made with Client(direct_to_workers=True) (dask config "
+        "distributed.client.direct-to-workers: true) call the actor's worker "
+        f"themselves, {_measured.DIRECT_TO_WORKERS}. fastloop does not set it: "
+        "the client must be able to connect to every worker"
+    )
+
+
+def _uvloop_advice(s: DaskStats) -> str | None:
+    if not s.uvloop_unused:
+        return None
+    from fastloop import _measured
+
+    return (
+        "dask runs on asyncio's loop here and uvloop is installed: dask config "
+        "distributed.admin.event-loop: uvloop (DASK_DISTRIBUTED__ADMIN__EVENT_LOOP"
+        f"=uvloop) runs it on uvloop, {_measured.UVLOOP}. fastloop leaves the "
+        "choice of loop to the application"
+    )
+
+
+class DaskStats(Section):
+    """dask settings fastloop does not change itself, seen in this process."""
+
+    heading = Heading("dask", shown=lambda s: s.actor_calls_proxied or s.uvloop_unused)
+    actor_calls_proxied = Gauge(
+        "Actor calls the running dask schedulers of this process proxied to a "
+        "worker, since each started (from clients without direct_to_workers)",
+        label=None,
+        metric="fastloop_dask_actor_calls_proxied",
+    )
+    uvloop_unused = Flag(
+        "1 while a dask server here runs asyncio's loop and uvloop is installed",
+        label=None,
+        metric="fastloop_dask_uvloop_unused",
+    )
+    direct_to_workers = Derived(
+        _direct_advice,
+        "What direct_to_workers would give this process's proxied actor calls",
+        line=lambda s: (
+            f"  advice: {s.direct_to_workers}" if s.direct_to_workers else None
+        ),
+    )
+    uvloop = Derived(
+        _uvloop_advice,
+        "What uvloop would give this process's dask servers",
+        line=lambda s: f"  advice: {s.uvloop}" if s.uvloop else None,
+    )
+
+
 class PollStats(Section):
     """The ``poll`` patch's skipped polls."""
 
@@ -382,6 +439,7 @@ class Snapshot(Section):
     )
     switchinterval = Part(SwitchIntervalStats)
     watchdog = Part(WatchdogStats)
+    dask = Part(DaskStats)
     installed = Names(
         "1 for each fastloop patch active in this process",
         label=None,
