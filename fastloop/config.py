@@ -3,7 +3,7 @@
 Each row (``Setting``) names the variable, the ``configure()`` keyword, the
 parser and the values it accepts, the default, whether its presence
 activates fastloop at start-up, its ``fastloop run`` flag, its ``fastloop
-doctor`` line and what a change of it sets in motion (``follows``, a
+doctor`` line and what a change of it sets in motion (``on_change``, a
 ``module:function`` that ``fastloop.runtime.bootstrap`` calls with the new
 value).  ``settings``, ``configure()``'s checks, start-up, ``fastloop run``
 and ``fastloop doctor`` are all made from the rows: a new setting is a row.
@@ -300,9 +300,10 @@ class Setting:
         "activates",
         "default",
         "doctor",
+        "effect",
         "flag",
-        "follows",
         "name",
+        "on_change",
         "parse",
         "variable",
     )
@@ -314,21 +315,25 @@ class Setting:
         parse: Callable[[object], Any],
         accepted: str,
         *,
+        effect: str,
         default: Any = None,
         activates: bool = False,
         flag: RunFlag | None = None,
         doctor: Callable[[str | None], str] | None = None,
-        follows: str = "",
+        on_change: str = "",
     ) -> None:
         self.name = name
         self.variable = variable
         self.parse = parse
         self.accepted = accepted
+        #: What it does, as the docs' settings table says it (Markdown; a
+        #: ``{name}`` field is filled in there from the code it names).
+        self.effect = effect
         self.default = default
         self.activates = activates
         self.flag = flag
         self.doctor = doctor or (lambda raw: "(unset)" if raw is None else raw)
-        self.follows = follows
+        self.on_change = on_change
 
 
 SLOW_WRITE_MS = Setting(
@@ -336,6 +341,10 @@ SLOW_WRITE_MS = Setting(
     "FASTLOOP_SLOW_WRITE_MS",
     _number(False, "a number >= 0 (milliseconds; 0 turns it off)"),
     "a number >= 0 (milliseconds; 0 turns it off)",
+    effect=(
+        "warn on logger `fastloop` about a slower `write_to_fd` (values under "
+        "0.05 act as 0.05); while on, every call is timed"
+    ),
     default=0.0,
     flag=RunFlag(
         "--slow-write-ms",
@@ -343,7 +352,7 @@ SLOW_WRITE_MS = Setting(
         "warn about write_to_fd calls slower than N ms (default: off)",
     ),
     doctor=_slow_write_line,
-    follows="fastloop.patches.write_to_fd:follow_setting",
+    on_change="fastloop.patches.write_to_fd:follow_setting",
 )
 
 #: Every setting, in the order doctor lists them.
@@ -356,23 +365,37 @@ SETTINGS: tuple[Setting, ...] = (
         "FASTLOOP_WRITE_TIMING",
         _write_timing,
         " or ".join(WRITE_TIMINGS),
+        effect=(
+            "`write_to_fd` durations of 1 call in {sample_every}, chosen at random, "
+            "or of every call (what asking costs: "
+            "[Results](results.md#small-messages-and-write-timing)); calls and bytes "
+            "are counted exactly either way"
+        ),
         default="sampled",
         doctor=_write_timing_line,
-        follows="fastloop.patches.write_to_fd:follow_setting",
+        on_change="fastloop.patches.write_to_fd:follow_setting",
     ),
     Setting(
         "write_cpu",
         "FASTLOOP_WRITE_CPU",
         _switch,
         "1 or 0",
+        effect=(
+            "also time thread CPU per write (every call is timed then); report wall "
+            "minus CPU as stalled"
+        ),
         default=False,
-        follows="fastloop.patches.write_to_fd:follow_setting",
+        on_change="fastloop.patches.write_to_fd:follow_setting",
     ),
     Setting(
         "report",
         "FASTLOOP_REPORT",
         _output(keywords=True),
         "1, stderr, or a file path fastloop can write",
+        effect=(
+            "at exit and on SIGTERM, print `fastloop.report()`, or write `stats()` as"
+            " JSON; the report starts with the patches active in that process"
+        ),
         activates=True,
         flag=RunFlag(
             "--report",
@@ -381,27 +404,36 @@ SETTINGS: tuple[Setting, ...] = (
             "PATH ({pid} in it: one file per process)",
             const="stderr",
         ),
-        follows="fastloop.runtime.bootstrap:arm_exit_report",
+        on_change="fastloop.runtime.bootstrap:arm_exit_report",
     ),
     Setting(
         "block_ms",
         "FASTLOOP_BLOCK_MS",
         _number(True, "a number > 0 (milliseconds)", off=True),
         "a number > 0 (milliseconds)",
+        effect=(
+            "run the blocked-loop watchdog with this threshold (works without "
+            "`FASTLOOP`)"
+        ),
         activates=True,
         flag=RunFlag(
             "--block-ms", "N", "log the stack of any IOLoop blocked longer than N ms"
         ),
-        follows="fastloop.observers.watchdog:follow_setting",
+        on_change="fastloop.observers.watchdog:follow_setting",
     ),
     #: poll: skip zero-timeout polls younger than this after a real one (0,
     #: the default: every poll is real, only without releasing the GIL; the
-    #: README's "The GIL" says why).
+    #: docs/gil.md says why).
     Setting(
         "poll_us",
         "FASTLOOP_POLL_US",
         _number(False, "a number >= 0 (microseconds)"),
         "a number >= 0 (microseconds)",
+        effect=(
+            "`poll`: skip zero-timeout polls younger than this after a real one "
+            "(changes when I/O is seen: read [The GIL](gil.md) first); read when a "
+            "loop is created"
+        ),
         default=0.0,
     ),
     #: switchinterval: adaptive (auto), or a fixed interval while installed.
@@ -410,17 +442,27 @@ SETTINGS: tuple[Setting, ...] = (
         "FASTLOOP_SWITCH_INTERVAL_US",
         _interval,
         "auto, or a number > 0 (microseconds)",
+        effect=(
+            "`switchinterval`: auto keeps CPython's interval until threads wait for "
+            "the GIL beside a running loop, then holds the shortest interval within "
+            "the budget; a number holds that interval while installed, as "
+            "`sys.setswitchinterval` would"
+        ),
         default=AUTO,
         doctor=_interval_line,
-        follows="fastloop.patches.switchinterval:follow_setting",
+        on_change="fastloop.patches.switchinterval:follow_setting",
     ),
     #: switchinterval, auto: the share of compute throughput its hand-overs
-    #: may cost (bench/gil_*.py; the README's "The GIL" says why 5%).
+    #: may cost (bench/gil_*.py; docs/gil.md says why 5%).
     Setting(
         "switch_budget",
         "FASTLOOP_SWITCH_BUDGET",
         _budget,
         "a share of compute throughput from 0 to 0.5 (0.05 is 5%)",
+        effect=(
+            "`switchinterval`, auto: the share of compute threads' throughput its "
+            "hand-overs may cost (read [The GIL](gil.md))"
+        ),
         default=0.05,
     ),
     Setting(
@@ -428,13 +470,21 @@ SETTINGS: tuple[Setting, ...] = (
         "FASTLOOP_GIL_PROBE_MS",
         _number(True, "a number > 0 (milliseconds)", off=True),
         "a number > 0 (milliseconds)",
-        follows="fastloop.observers.gil:follow_setting",
+        effect=(
+            "run the GIL contention probe thread with this period (`stats().gil.probe`)"
+        ),
+        on_change="fastloop.observers.gil:follow_setting",
     ),
     Setting(
         "profile",
         "FASTLOOP_PROFILE",
         _output(keywords=False),
         "a file path fastloop can write",
+        effect=(
+            "profile the loop threads, write collapsed stacks (speedscope JSON for "
+            "`*.speedscope.json`) at exit and on SIGTERM; processes it starts write "
+            "`NAME.<pid>.EXT`"
+        ),
         activates=True,
         flag=RunFlag(
             "--profile",
@@ -444,7 +494,7 @@ SETTINGS: tuple[Setting, ...] = (
             "SIGTERM; child processes write FILE.<pid>",
             to_environ=os.path.realpath,  # the command may change directory
         ),
-        follows="fastloop.observers.profiler:follow_setting",
+        on_change="fastloop.observers.profiler:follow_setting",
     ),
 )
 

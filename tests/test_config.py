@@ -97,15 +97,15 @@ def test_every_setting_is_one_row_that_start_up_run_and_doctor_read():
         text=True,
         check=True,
     ).stdout
-    readme = Path(__file__).resolve().parents[1] / "README.md"
+    settings_page = Path(__file__).resolve().parents[1] / "docs" / "adopting.md"
     for row in config.SETTINGS:
         assert hasattr(config.settings, row.name)
         assert f"  {row.variable}" in rendered  # doctor's line
         if row.flag is not None:
             assert row.flag.option in run_help
-        if row.follows:
-            module, _, function = row.follows.partition(":")
+        if row.on_change:
+            module, _, function = row.on_change.partition(":")
             assert callable(getattr(importlib.import_module(module), function))
-        if readme.exists():
-            assert f"`{row.variable}`" in readme.read_text()
+        if settings_page.exists():
+            assert f"`{row.variable}`" in settings_page.read_text()
     assert config.ACTIVATING[0] == "FASTLOOP"

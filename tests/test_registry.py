@@ -143,6 +143,8 @@ def extra_patches():
         name="test_good",
         target=target.__name__,
         summary="test",
+        replaces="`value`",
+        relies_on="nothing",
         check=lambda module: None,
         apply=lambda module: [Swap(module, "value", "patched")],
     )
@@ -150,6 +152,8 @@ def extra_patches():
         name="test_bad",
         target=target.__name__,
         summary="test",
+        replaces="`value`",
+        relies_on="nothing",
         check=lambda module: "faked missing internal",
         apply=lambda module: [Swap(module, "value", "never")],
     )
@@ -157,6 +161,8 @@ def extra_patches():
         name="test_broken",
         target=target.__name__,
         summary="test",
+        replaces="`value`",
+        relies_on="nothing",
         check=lambda module: None,
         apply=lambda module: [Swap(module, "value", "half"), Swap(int, "x", 1)],
     )

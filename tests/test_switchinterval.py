@@ -338,7 +338,7 @@ def test_thread_shares_are_smoothed_over_ticks_and_start_afresh(monkeypatch):
         me, them = threading.get_ident(), other.ident
         assert them is not None
         shares = controller.ThreadShares()
-        tick = controller.policy.FAST_TICK_NS
+        tick = controller._switch_policy.FAST_TICK_NS
         cpu.update({me: 0, them: 0})
         assert shares.compute_shares(set(), 0) is None  # no last reading
         cpu[me] += tick  # this thread ran the whole tick, the other none

@@ -345,7 +345,7 @@ def test_a_collected_stream_is_folded_into_the_totals_exactly():
 
 
 def test_a_finalizer_reentering_track_neither_deadlocks_nor_loses_a_tally():
-    # A stream's first write tracks it under the Streams lock, and an
+    # A stream's first write tracks it under the PerStreamTallies lock, and an
     # allocation there can run a finalizer on the same thread that writes to
     # another new stream (distributed's Future.__del__ does): track() again,
     # while the outer call holds the lock.  Simulated exactly: the live set's
@@ -353,7 +353,7 @@ def test_a_finalizer_reentering_track_neither_deadlocks_nor_loses_a_tally():
     class Owner:
         pass
 
-    streams = live.Streams(WriteStats)
+    streams = live.PerStreamTallies(WriteStats)
     owners = [Owner(), Owner()]  # the outer call's, the finalizer's
     pending = ["the finalizer"]
     nested = []
@@ -392,7 +392,7 @@ def test_a_stream_collected_while_read_folds_is_counted_once():
     class Owner:
         pass
 
-    streams = live.Streams(WriteStats)
+    streams = live.PerStreamTallies(WriteStats)
     doomed, new = [Owner()], Owner()
     streams.track(doomed[0]).calls = 5
     fold = live.add_into

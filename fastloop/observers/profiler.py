@@ -27,7 +27,7 @@ from typing import Any
 
 from fastloop import config
 from fastloop.config import positive_ms
-from fastloop.observers import _loops
+from fastloop.observers import ioloops
 from fastloop.observers._ticker import Ticker
 from fastloop.runtime import exit_outputs, fork, waits
 
@@ -79,7 +79,7 @@ class Profile:
 
     def __init__(self, interval_ms: float = 10.0, loop: Any = None) -> None:
         self.interval_ms = positive_ms("profile interval_ms", interval_ms)
-        self._only = None if loop is None else _loops.asyncio_loop_of(loop)
+        self._only = None if loop is None else ioloops.asyncio_loop_of(loop)
         self._counts: Counter[tuple[str, ...]] = Counter()
         self._labels: dict[CodeType, tuple[str, bool]] = {}
         #: id(loop) -> (loop, thread ident, the frame code that entered the
@@ -129,12 +129,12 @@ class Profile:
 
     def _loop_threads(self) -> dict[int, tuple[str, CodeType | None]]:
         """Thread ident -> (name, entry frame code if the loop is written in C)."""
-        loops = [self._only] if self._only is not None else _loops.tornado_loops()
+        loops = [self._only] if self._only is not None else ioloops.tornado_loops()
         found: dict[int, CodeType | None] = {}
         for loop in loops:
-            if not _loops.is_running(loop):
+            if not ioloops.is_running(loop):
                 continue
-            ident = _loops.running_thread(loop)
+            ident = ioloops.running_thread(loop)
             if ident is not None:
                 found[ident] = None
                 continue
@@ -146,9 +146,9 @@ class Profile:
         present = {id(loop) for loop in loops}
         for key in [key for key in self._threads if key not in present]:
             del self._threads[key]  # closed loops: forget them
-        names = _loops.thread_names()
+        names = ioloops.thread_names()
         return {
-            ident: (_loops.thread_name(ident, names), entry)
+            ident: (ioloops.thread_name(ident, names), entry)
             for ident, entry in found.items()
         }
 

@@ -30,7 +30,7 @@ from types import TracebackType
 from typing import Any
 
 from fastloop.config import positive_ms
-from fastloop.observers import _loops
+from fastloop.observers import ioloops
 from fastloop.observers._ticker import Ticker
 from fastloop.runtime import fork
 from fastloop.telemetry import live
@@ -69,7 +69,7 @@ class Watchdog:
         self.threshold_ms = positive_ms("watchdog threshold_ms", threshold_ms)
         self._threshold_ns = int(self.threshold_ms * 1e6)
         self._period_s = min(max(self.threshold_ms / 4000, 0.001), 0.25)
-        self._only = None if loop is None else _loops.asyncio_loop_of(loop)
+        self._only = None if loop is None else ioloops.asyncio_loop_of(loop)
         self._watched: dict[int, _Watched] = {}
         self._ticker = Ticker(
             "fastloop-watchdog",
@@ -111,7 +111,7 @@ class Watchdog:
                 return False
             loops = [self._only]
         else:
-            loops = _loops.tornado_loops()
+            loops = ioloops.tornado_loops()
         now = _clock()
         current = {}
         for loop in loops:
@@ -139,7 +139,7 @@ class Watchdog:
                 waited = now - watched.posted_ns
                 if watched.stale:
                     return  # runs when the loop starts again; not a block
-                if not _loops.is_running(loop):
+                if not ioloops.is_running(loop):
                     # Stopped (or closed) with our heartbeat queued: what
                     # follows is not lag.  A block in progress ended here.
                     watched.stale = True
@@ -156,7 +156,7 @@ class Watchdog:
                 self._recovered(watched, lag)
             watched.posted_ns = watched.ran_ns = None
             watched.stale = watched.blocked = False
-        if _loops.is_running(loop):
+        if ioloops.is_running(loop):
             watched.posted_ns = _clock()
             try:
                 loop.call_soon_threadsafe(watched.beat)
@@ -172,14 +172,14 @@ class Watchdog:
             tally.max_blocked_ns = max(tally.max_blocked_ns, blocked_ns)
         log.warning(
             "fastloop: event loop on thread %r responsive again after %.1f ms blocked",
-            _loops.thread_name(watched.thread),
+            ioloops.thread_name(watched.thread),
             blocked_ns / 1e6,
         )
 
     def _log_blocked(self, watched: _Watched, blocked_ns: int) -> None:
         if not log.isEnabledFor(logging.WARNING):
             return
-        thread = _loops.running_thread(watched.loop) or watched.thread
+        thread = ioloops.running_thread(watched.loop) or watched.thread
         frame = sys._current_frames().get(thread) if thread is not None else None
         if frame is None:  # uvloop names its thread only once a heartbeat ran
             where = "  (its thread is not known yet: no heartbeat has run on it)\n"
@@ -189,7 +189,7 @@ class Watchdog:
         log.warning(
             "fastloop: event loop on thread %r blocked for %.0f ms so far "
             "(threshold %g ms); it is running:\n%s",
-            _loops.thread_name(thread),
+            ioloops.thread_name(thread),
             blocked_ns / 1e6,
             self.threshold_ms,
             where.rstrip("\n"),

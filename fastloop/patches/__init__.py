@@ -72,9 +72,12 @@ class Patch:
     as expected, else a one-line reason.  ``apply(module)`` returns the
     changes, in the order the registry makes them; it must not change
     anything itself.
+
+    ``replaces`` and ``relies_on`` say, in Markdown, what the patch swaps and
+    which private names it depends on (the docs' "What it replaces" table).
     """
 
-    __slots__ = ("apply", "check", "name", "summary", "target")
+    __slots__ = ("apply", "check", "name", "relies_on", "replaces", "summary", "target")
 
     def __init__(
         self,
@@ -82,11 +85,15 @@ class Patch:
         name: str,
         target: str,
         summary: str,
+        replaces: str,
+        relies_on: str,
         check: Callable[[ModuleType], str | None],
         apply: Callable[[ModuleType], list[Change]],
     ) -> None:
         self.name = name
         self.target = target
         self.summary = summary
+        self.replaces = replaces
+        self.relies_on = relies_on
         self.check = check
         self.apply = apply

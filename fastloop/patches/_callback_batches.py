@@ -1,7 +1,8 @@
 """The handles that batched ``add_callback`` puts in a loop's ready queue.
 
 A ``CallbackBatch`` holds consecutive on-loop callbacks of one IOLoop, a
-``RemoteBatch`` those added from other threads (``add_callback``'s module
+``RemoteBatch`` those added from other threads, under the ``LoopState``
+lock each IOLoop keeps (``add_callback``'s module
 says when a batch accepts one); ``run_items`` runs a batch's callbacks in
 order, each in its own context, handling errors as stock ``_run_callback``
 and ``Handle._run`` do.  ``run_lone`` runs one callback on loops without a
@@ -12,19 +13,21 @@ originals the patch replaces.
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
+import threading
 from asyncio import events
 from collections.abc import Callable, Sequence
 from contextvars import Context, copy_context
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tornado import gen
 from tornado.log import app_log
 
-from fastloop.telemetry.live import ADD_CALLBACK
+from fastloop.runtime import fork
+from fastloop.telemetry.live import counters
 
-if TYPE_CHECKING:
-    from fastloop.patches.add_callback import LoopState
+ADD_CALLBACK = counters("AddCallbackStats")
 
 _cancelled = asyncio.CancelledError
 #: Bumped for each callback beyond the first of its batch (the schema adds
@@ -35,6 +38,32 @@ _batched = ADD_CALLBACK.batched.add
 _batched_one = ADD_CALLBACK.batched.increment
 
 
+class LoopState:
+    """What one IOLoop's add_callback needs; kept on the IOLoop, no cycles."""
+
+    __slots__ = ("__weakref__", "call_soon", "iteration", "lock", "ready")
+
+    def __init__(self, ready: Any, call_soon: bool) -> None:
+        #: asyncio's ready deque when batching applies, else None.
+        self.ready: collections.deque[Any] | None = ready
+        #: True on loops without a ready deque (uvloop): call_soon per callback.
+        self.call_soon = call_soon
+        #: Loop iterations so far (bumped once per iteration on the loop thread).
+        self.iteration = 0
+        #: Guards RemoteBatch appends against the loop starting that batch.
+        #: Reentrant: an allocation under it can run a finalizer that calls
+        #: add_callback on the same thread (distributed's ``Future.__del__``
+        #: does, from a task thread), which a plain Lock would deadlock and
+        #: stock's lock-free ``call_soon_threadsafe`` survives; the nested
+        #: call then queues first, as it does in stock.
+        self.lock = threading.RLock()
+        fork.in_child(self.reset_after_fork)
+
+    def reset_after_fork(self) -> None:
+        """A producer thread of the parent may have held the lock: not ours."""
+        self.lock = threading.RLock()
+
+
 def adopt_result(ioloop: Any, result: Any) -> None:
     # Stock _run_callback: a returned awaitable is converted and its
     # failure logged; a non-awaitable non-None result is ignored.
@@ -43,6 +72,10 @@ def adopt_result(ioloop: Any, result: Any) -> None:
     except gen.BadYieldError:
         return
     ioloop.add_future(future, ioloop._discard_future_result)
+
+
+#: The flat fields of one queued callback: callback, args, kwargs, context.
+FIELDS = 4
 
 
 class CallbackBatch(events.Handle):
@@ -71,10 +104,10 @@ class CallbackBatch(events.Handle):
 
     def _run(self) -> None:
         items = self._items
-        if len(items) != 4 and self._iteration >= 0:
+        if len(items) != FIELDS and self._iteration >= 0:
             # Counted per batch: the callbacks beyond the first.  A batch
             # put back after KeyboardInterrupt (iteration -1) was counted.
-            _onloop_extra(len(items) // 4 - 1)
+            _onloop_extra(len(items) // FIELDS - 1)
         run_items(self._ioloop, self._loop, items, self)
 
 
@@ -103,10 +136,10 @@ class RemoteBatch(CallbackBatch):
         lock.release()
         items = self._items
         _batches()
-        if len(items) == 4:
+        if len(items) == FIELDS:
             _batched_one()
         else:
-            _batched(len(items) // 4)
+            _batched(len(items) // FIELDS)
         run_items(self._ioloop, self._loop, items, self)
 
 
@@ -114,9 +147,9 @@ def run_items(ioloop: Any, loop: Any, items: Sequence[Any], handle: Any) -> None
     """Run flat (callback, args, kwargs, context, ...) items in order."""
     # Flat rather than a list of tuples: one GC-tracked object fewer per
     # callback.  A lone callback (a callback chain, a cross-thread ping)
-    # skips building the grouping iterator: ~15% of a chain's cost
-    # (fastloop bench, onloop-chain: 0.97 -> 0.82 of stock in commit 74e731b).
-    remaining = None if len(items) == 4 else iter(items)
+    # skips building the grouping iterator, a sixth of a chain's cost
+    # (docs/design.md#one-callback-one-item).
+    remaining = None if len(items) == FIELDS else iter(items)
     if remaining is None:
         groups: Any = (items,)
     else:

@@ -23,7 +23,7 @@ It ends once the process is back to one thread and the switchinterval
 patch's ``threading.Thread.start`` hook starts it again with the next one.
 
 It sets the interval only while it is still the one it set: an
-application that sets its own is never fought (``SwitchInterval.ours``).
+application that sets its own is never fought (``SwitchInterval.held_s``).
 """
 
 from __future__ import annotations
@@ -35,23 +35,17 @@ import time
 from collections.abc import Callable
 
 from fastloop.config import settings
-from fastloop.observers import _loops
-from fastloop.patches import _switch_policy as policy
+from fastloop.observers import ioloops
+from fastloop.patches import _switch_policy
 from fastloop.telemetry import live
 
 #: A thread that ran this share of the time counts as a compute thread.
 COMPUTE_SHARE = 0.1
 #: The weight of the newest 20 ms tick in each thread's smoothed share (a
 #: longer tick weighs as the 20 ms ticks it spans, so shares decay at one
-#: rate in time whatever the tick length: ``compute_shares``).  One tick
-#: of 20 ms holds about ten 2 ms intervals, split among the threads that
-#: want the GIL: beside 4 task threads in a dask worker one tick's smallest
-#: share was under a third of the largest half the time (in a tenth of the
-#: ticks under 0.15), so half of the threads would have read as not
-#: competing.  At 0.2 (a tick's weight halves in about 3 ticks, 60 ms) 96%
-#: of ticks counted all 4, none fewer than 2, and dask's actor thread
-#: serving calls back to back never counted (a replay of 99 recorded ticks
-#: each; ``_switch_policy.COMPETING_PART``).
+#: rate in time whatever the tick length: ``compute_shares``); one tick's
+#: shares are too uneven to count competitors by
+#: (docs/design.md#smoothing-the-shares).
 SMOOTHING = 0.2
 #: Ticks of a process back to one thread before the controller ends.
 ALONE_TICKS = 10
@@ -89,7 +83,7 @@ class ThreadShares:
         least ``COMPUTE_SHARE`` of the time; None when there is no last
         reading."""
         wall = now_ns - self._at
-        weight = 1.0 - (1.0 - SMOOTHING) ** (wall / policy.FAST_TICK_NS)
+        weight = 1.0 - (1.0 - SMOOTHING) ** (wall / _switch_policy.FAST_TICK_NS)
         known = bool(self._cpu)
         self._at = now_ns
         busy: list[float] = []
@@ -130,10 +124,10 @@ def running_loops() -> tuple[int, set[int]]:
     the others are measured against)."""
     running = 0
     threads = set()
-    for loop in _loops.tornado_loops():
-        if _loops.is_running(loop):
+    for loop in ioloops.tornado_loops():
+        if ioloops.is_running(loop):
             running += 1
-            ident = _loops.running_thread(loop)
+            ident = ioloops.running_thread(loop)
             if ident is not None:
                 threads.add(ident)
     return running, threads
@@ -142,8 +136,8 @@ def running_loops() -> tuple[int, set[int]]:
 class Controller:
     """The thread of auto mode; ``apply(us)`` sets the interval (False: not ours)."""
 
-    def __init__(self, found_us: float, apply: Callable[[float], bool]) -> None:
-        self.found_us = found_us
+    def __init__(self, application_us: float, apply: Callable[[float], bool]) -> None:
+        self.application_us = application_us
         self._apply = apply
         #: Guards starting and stopping.  Reentrant: an allocation under it
         #: can run a finalizer that starts a thread on the same thread, whose
@@ -151,7 +145,7 @@ class Controller:
         self._lock = threading.RLock()
         self._stop: _thread.LockType | None = None
         self._done: _thread.LockType | None = None
-        self.policy = policy.Policy(found_us, settings.switch_budget)
+        self.policy = _switch_policy.Policy(application_us, settings.switch_budget)
 
     @property
     def running(self) -> bool:
@@ -185,7 +179,7 @@ class Controller:
         """In a forked child: no thread runs there, whatever the locks say."""
         self._lock = threading.RLock()
         self._stop = self._done = None
-        self.policy = policy.Policy(self.found_us, settings.switch_budget)
+        self.policy = _switch_policy.Policy(self.application_us, settings.switch_budget)
 
     def _run(self, stop: _thread.LockType, done: _thread.LockType) -> None:
         try:
@@ -194,33 +188,35 @@ class Controller:
             done.release()
 
     def _ticks(self, stop: _thread.LockType) -> None:
-        rules = self.policy
+        policy = self.policy
         shares = ThreadShares()
         count = cpus()
         clock = time.perf_counter_ns
         last = clock()
         alone = 0
         while True:
-            tick = rules.tick_ns()
+            tick = policy.tick_ns()
             began = clock()
             if stop.acquire(timeout=tick / 1e9):
                 return
             now = clock()
             loops, loop_threads = running_loops()
             competitors = -1
-            if rules.wants_competitors():
+            if policy.wants_competitors():
                 ran = shares.compute_shares(loop_threads, now)
                 if ran is not None:
-                    competitors = policy.competing(ran)
+                    competitors = _switch_policy.competing(ran)
             else:
                 shares.forget()
-            rules.budget = settings.switch_budget
-            held, engagements = rules.interval_us, rules.engagements
-            wanted = rules.step(
-                policy.Sample(now, now - began - tick, competitors, loops, count)
+            policy.budget = settings.switch_budget
+            held, engagements = policy.interval_us, policy.engagements
+            wanted = policy.step(
+                _switch_policy.Sample(
+                    now, now - began - tick, competitors, loops, count
+                )
             )
             self._record(held, now - last, now - began - tick)
-            if rules.engagements > engagements:
+            if policy.engagements > engagements:
                 live.SWITCHINTERVAL.add(engagements=1)
             last = now
             # Every tick, not only on a change: an application that set its
@@ -229,18 +225,22 @@ class Controller:
                 live.SWITCHINTERVAL.set(overridden=1, engaged=0)
                 return
             alone = alone + 1 if threading.active_count() <= 1 else 0
-            if alone >= ALONE_TICKS and not rules.engaged:
+            if alone >= ALONE_TICKS and not policy.engaged:
                 return
 
     def _record(self, held_us: float, elapsed_ns: int, wait_ns: int) -> None:
         """The tick's wait, where its time went, and the readings after it."""
-        rules = self.policy
-        rung = f"at_{held_us:g}us_ns" if held_us in policy.LADDER_US else "at_found_ns"
+        policy = self.policy
+        rung = (
+            f"at_{held_us:g}us_ns"
+            if held_us in _switch_policy.LADDER_US
+            else "at_found_ns"
+        )
         live.SWITCHINTERVAL.observe("waits", wait_ns)
         live.SWITCHINTERVAL.add(**{rung: elapsed_ns})
         live.SWITCHINTERVAL.set(
-            interval_us=rules.interval_us,
-            engaged=int(rules.engaged),
-            competitors=max(rules.competitors, 0),
-            cost=rules.cost,
+            interval_us=policy.interval_us,
+            engaged=int(policy.engaged),
+            competitors=max(policy.competitors, 0),
+            cost=policy.cost,
         )

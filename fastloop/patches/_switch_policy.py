@@ -24,16 +24,9 @@ does.  With one compute thread the hand-overs are set by the loop's own
 requests, not by the interval (a loop that only waits is nobody to hand
 over to), so a short interval is free; with two or more compute threads
 each interval is one more forced hand-over between them.  A fixed cost per
-hand-over would make the loss fall as 1/interval; measured beside a loop
-serving requests (``bench/gil_echo.py --scenario rate``, 2 cores, compute
-against CPython's 5 ms, median of 21 paired rounds) it falls more slowly,
-as about 1/sqrt(interval): 4 threads lost 11.8%, 7.4% and 5.3% at 100, 200
-and 500 us (read as a fixed time per hand-over: ~12, 15 and 26 us; a
-guess at why is that the longer a thread ran, the more of the caches its
-successor must warm).  2 threads lost 10.1%, 6.5%, 2.0% and 0.7% at 100,
-200, 500 and 1000 us in a quiet 41-round run: steeper than 1/sqrt beyond
-200 us, so the model overprices the longer rungs there, which errs on the
-budget's side.  Hence ``cost()``: the share lost at 100 us,
+hand-over would make the loss fall as 1/interval; measured, it falls as
+about 1/sqrt(interval) (docs/design.md#how-the-loss-falls-with-the-interval).
+Hence ``cost()``: the share lost at 100 us,
 ``SHARE_AT_100US_FIT`` while the compute threads fit the CPUs and
 ``SHARE_AT_100US_OVER`` beyond them (the thread handed to must first get a
 CPU), times sqrt(100 us / interval); zero with fewer than two compute
@@ -54,10 +47,11 @@ thread that starts computing beside a busy one counts once its smoothed
 share reaches half of that one's, a few ticks later), a
 shorter one only after ``SHORTEN_TICKS`` ticks that agree (a thread that
 computes on and off, dask's actor thread, should not make it flap).  It
-lets go, back to the interval it found, when no compute thread is left for
-``RELEASE_TICKS`` ticks, or when a periodic check at ``VALIDATE_US`` finds
-that nothing holds the GIL any more (threads busy in C code that releases
-it, hashing or numpy, use CPU without making anyone wait).
+lets go, back to the application's interval (the one found at install),
+when no compute thread is left for ``RELEASE_TICKS`` ticks, or when a
+periodic check at ``VALIDATE_US`` finds that nothing holds the GIL any more
+(threads busy in C code that releases it, hashing or numpy, use CPU without
+making anyone wait).
 
 How often to look.  Every ``FAST_TICK_NS`` while waits are watched or the
 interval moves; every ``SLOW_TICK_NS`` while calm, and once ``SETTLE_TICKS``
@@ -77,53 +71,18 @@ from typing import NamedTuple
 
 #: The intervals auto mode holds, in microseconds, shortest first.
 LADDER_US = (50, 100, 200, 500, 1000, 2000)
-#: The share of compute throughput lost at a 100 us interval, while the
-#: compute threads fit the CPUs and when there are more of them than CPUs;
-#: the rounded-up loss measured (``bench/gil_echo.py --scenario rate``, see
-#: the module docstring for the shape).  2 threads on 2 CPUs, in a quiet
-#: hour: the echo server lost 0.101 [0.090, 0.111] (41 rounds,
-#: bench/results/gil_echo_two_threads.json; 0.064 [0.018, 0.101] pooled
-#: over the 115 noisier rounds of six earlier runs), the dask worker with 2
-#: task threads 0.14 in a first run, 0.123 [0.104, 0.182] in the one kept
-#: then (bench/results/gil_dask.json as of 409f5bd), 0.140 [0.119,
-#: 0.174] with the actor's 1 ms of CPU time (as of 86e2183) and 0.126
-#: [0.118, 0.147] with settled ticks (the file now), so 0.14.  At
-#: 0.04 auto held 100 us there and lost 10-11% in the echo server (0.890
-#: [0.882, 0.896]); 500 us, what 0.10 would hold, kept the echo server's
-#: budget (0.965 [0.955, 0.983], gil_echo_compute.json) but not the dask
-#: worker's (0.941 [0.902, 0.980]); at 0.14 it prices 500 us at 6.3% and
-#: holds 1000 us (4.4%):
-#: 0.974 [0.963, 0.990] in the echo server and 0.964 [0.939, 0.995] in the
-#: dask worker, for an actor p50 of 0.30 of stock (500 us: 0.22).
-#: 4 threads on 2 CPUs: 0.11-0.13 in three 21-round runs, then 0.157
-#: [0.096, 0.206] and 0.136 [0.070, 0.177] in two of 31 rounds, so 0.16.
-#: At 0.12 the model priced 1000 us at 3.8% and auto held it there, which
-#: kept the budget in the echo server only just (compute 0.934-1.033 over
-#: eleven runs of 1000 us, median ~0.96) and broke it in the dask worker
-#: with 4 task threads (``bench/gil_dask.py``: 0.907, 0.91, and 0.90-0.92
-#: in the runs issue 18 reports).  At 0.16 it prices 1000 us at 5.1%, over
-#: the 5% default, and holds 2000 us (3.6%), which measured 0.98-1.03 in
-#: the echo server and 0.955-0.96 in the dask worker, for about twice
-#: 1000 us's p50 (echo 13 ms against 6 ms, dask 50 ms against 30 ms; stock
-#: 26-42 and 176-215 ms).  The quiet hour agreed: 1000 us kept the echo
-#: server's budget (1.002 [0.981, 1.007]) and broke the dask worker's
-#: (0.924 [0.899, 0.988]; 2000 us 0.954 [0.917, 0.979]).
+#: The share of compute throughput lost at a 100 us interval while the
+#: compute threads fit the CPUs, and beyond them: the rounded-up loss
+#: measured on this machine (docs/design.md#the-share-lost-at-100-us).
 SHARE_AT_100US_FIT = 0.14
 SHARE_AT_100US_OVER = 0.16
 #: A compute thread that ran less than this part of the busiest one's time
-#: is not counted as a competitor.  dask's actor thread serving 1 ms calls
-#: (of CPU time) back to back beside one task ran 0.23-0.28 of the time
-#: beside the task's 0.65 (0.36-0.44 of it), and the hand-overs to it cost
-#: less than the budget: at 150 calls a second, 50 us kept 1.002 [0.953,
-#: 1.020] of 1000 us's compute for 0.80 [0.75, 1.01] of its p50
-#: (bench/results/gil_dask_busy_actor.json, 8 rounds; 0.969 and 0.81, and
-#: 1.001 and 0.85, in two earlier runs), while counting the actor thread as
-#: a second task thread held 1000 us.  Two task threads that both compute ran 0.47
-#: each (in one tick the smaller share was a median 0.87 of the larger).
+#: is not counted: it computes in bursts between waits, as dask's actor
+#: thread does, and hand-overs to it measured free
+#: (docs/design.md#which-threads-compete).
 COMPETING_PART = 0.5
 #: A wake-up this late, at CPython's interval, means a thread holds the GIL
-#: (an idle process wakes ~0.1 ms late here; one pure-Python thread makes
-#: it ~5.2 ms).
+#: (docs/design.md#when-to-engage).
 ENGAGE_WAIT_NS = 1_000_000
 ENGAGE_TICKS = 3
 #: Ticks without a compute thread before letting go, and of agreement
@@ -139,19 +98,8 @@ VALIDATE_TICKS = 3
 #: Tick lengths: while waits are seen or the interval moves, and while calm
 #: or settled (engaged, and ``SETTLE_TICKS`` ticks in a row that changed
 #: nothing: no move, none pending, a compute thread seen in each).
-#: A tick of a controller that holds 50 us beside a compute thread costs
-#: that thread a hand-over of the GIL and back, far more than the tick's
-#: own ~15 us.  Beside one task thread in a dask worker (a 21-round run of
-#: ``bench/gil_dask.py --threads 1`` with arms of its own: the default set
-#: at 50 us fixed, and this code and the code before it as copies), auto
-#: kept 0.990 [0.967, 1.020] of the fixed arm's compute with 20 ms ticks
-#: and 1.000 [0.984, 1.012] settled (settled against 20 ms ticks: 1.012
-#: [1.000, 1.023]); in bench/results/gil_dask_one_thread.json 50 us fixed
-#: (switchinterval alone) went from 1.026 [1.007, 1.033] of auto's compute
-#: to 1.006 [0.985, 1.025].  In one process, ``python
-#: bench/controller_ticks.py`` (75 rounds): 20 ms ticks kept 0.989 [0.986,
-#: 0.993] of 50 us fixed, settled ones 0.994 [0.990, 1.005], and 100 ms
-#: ticks throughout 0.998 [0.991, 1.002].
+#: A tick beside a compute thread costs it a hand-over of the GIL and back,
+#: hence the slow ticks once settled (docs/design.md#tick-lengths).
 FAST_TICK_NS = 20_000_000
 SLOW_TICK_NS = 100_000_000
 SETTLE_TICKS = 10
@@ -217,20 +165,23 @@ CALM, WATCHING, ENGAGED, VALIDATING = "calm", "watching", "engaged", "validating
 class Policy:
     """The state of auto mode between ticks; ``step`` is its only input."""
 
-    def __init__(self, found_us: float, budget: float) -> None:
-        self.found_us = found_us
+    def __init__(self, application_us: float, budget: float) -> None:
+        self.application_us = application_us
         self.budget = budget
         self.state = CALM
-        self.interval_us = found_us
+        self.interval_us = application_us
         self.engagements = 0
         self.competitors = 0
         self.cpus = 1
         #: Why the interval is what it is, for ``report()``.
         self.why = "no thread waits for the GIL"
-        self._evidence = 0
-        self._calm = 0
-        self._agree = 0
-        self._steady = 0
+        #: Ticks in a row: whose wake-up came ``ENGAGE_WAIT_NS`` late (calm or
+        #: watching); engaged without a loop or a compute thread; that wanted
+        #: a shorter interval than held; that changed nothing.
+        self._late_ticks = 0
+        self._idle_ticks = 0
+        self._shorter_ticks = 0
+        self._unchanged_ticks = 0
         self._validate_at = 0
         self._checks: list[int] = []
 
@@ -245,7 +196,7 @@ class Policy:
         return cost(self.interval_us, self.competitors, self.cpus)
 
     def tick_ns(self) -> int:
-        settled = self.state == ENGAGED and self._steady >= SETTLE_TICKS
+        settled = self.state == ENGAGED and self._unchanged_ticks >= SETTLE_TICKS
         return SLOW_TICK_NS if settled or self.state == CALM else FAST_TICK_NS
 
     def wants_competitors(self) -> bool:
@@ -267,16 +218,16 @@ class Policy:
 
     def _watch(self, sample: Sample) -> None:
         if sample.wait_ns < ENGAGE_WAIT_NS:
-            self.state, self._evidence = CALM, 0
+            self.state, self._late_ticks = CALM, 0
             return
         self.state = WATCHING
-        self._evidence += 1
-        if self._evidence < ENGAGE_TICKS:
+        self._late_ticks += 1
+        if self._late_ticks < ENGAGE_TICKS:
             return
         if sample.loops and sample.competitors > 0:
             self.state = ENGAGED
             self.engagements += 1
-            self._calm = self._agree = self._steady = 0
+            self._idle_ticks = self._shorter_ticks = self._unchanged_ticks = 0
             self._validate_at = sample.now_ns + VALIDATE_EVERY_NS
             self.interval_us = self._target()
         elif sample.competitors == 0 or not sample.loops:
@@ -296,28 +247,28 @@ class Policy:
         return chosen
 
     def _follow(self, sample: Sample) -> None:
-        steady, self._steady = self._steady, 0
+        steady, self._unchanged_ticks = self._unchanged_ticks, 0
         if not sample.loops or sample.competitors == 0:
-            self._calm += 1
-            if self._calm >= RELEASE_TICKS:
+            self._idle_ticks += 1
+            if self._idle_ticks >= RELEASE_TICKS:
                 self._release(
                     "no event loop runs" if not sample.loops else "the compute stopped"
                 )
             return
-        self._calm = 0
+        self._idle_ticks = 0
         if sample.now_ns >= self._validate_at:
             self.state, self._checks = VALIDATING, []
             self.interval_us = max(self.interval_us, VALIDATE_US)
             return
         wanted = self._target()
         if wanted > self.interval_us:
-            self.interval_us, self._agree = wanted, 0
+            self.interval_us, self._shorter_ticks = wanted, 0
         elif wanted < self.interval_us:
-            self._agree += 1
-            if self._agree >= SHORTEN_TICKS:
-                self.interval_us, self._agree = wanted, 0
+            self._shorter_ticks += 1
+            if self._shorter_ticks >= SHORTEN_TICKS:
+                self.interval_us, self._shorter_ticks = wanted, 0
         else:
-            self._agree, self._steady = 0, steady + 1
+            self._shorter_ticks, self._unchanged_ticks = 0, steady + 1
 
     def _validate(self, sample: Sample) -> None:
         self._checks.append(sample.wait_ns)
@@ -332,6 +283,6 @@ class Policy:
         self.interval_us = self._target()
 
     def _release(self, why: str) -> None:
-        self.state, self._evidence = CALM, 0
-        self.interval_us = self.found_us
+        self.state, self._late_ticks = CALM, 0
+        self.interval_us = self.application_us
         self.why = why

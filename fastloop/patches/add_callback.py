@@ -73,7 +73,6 @@ import asyncio
 import collections
 import contextlib
 import functools
-import threading
 import weakref
 from asyncio import events, selector_events
 from collections.abc import Callable
@@ -82,40 +81,20 @@ from types import ModuleType
 from typing import Any
 
 from fastloop.patches import Patch, needs_gil, registry
-from fastloop.patches._callback_batches import CallbackBatch, RemoteBatch, run_lone
+from fastloop.patches._callback_batches import (
+    CallbackBatch,
+    LoopState,
+    RemoteBatch,
+    run_lone,
+)
 from fastloop.patches.changes import Change, PerObject, Swap
-from fastloop.runtime import fork
-from fastloop.telemetry.live import ADD_CALLBACK
+from fastloop.telemetry.live import counters
+
+ADD_CALLBACK = counters("AddCallbackStats")
 
 _get_running_loop: Callable[[], Any] = events._get_running_loop
 _onloop_batch = ADD_CALLBACK.onloop_batches.increment
 _queued = ADD_CALLBACK.remote_callbacks.increment
-
-
-class LoopState:
-    """What one IOLoop's add_callback needs; kept on the IOLoop, no cycles."""
-
-    __slots__ = ("__weakref__", "call_soon", "iteration", "lock", "ready")
-
-    def __init__(self, ready: Any, call_soon: bool) -> None:
-        #: asyncio's ready deque when batching applies, else None.
-        self.ready: collections.deque[Any] | None = ready
-        #: True on loops without a ready deque (uvloop): call_soon per callback.
-        self.call_soon = call_soon
-        #: Loop iterations so far (bumped once per iteration on the loop thread).
-        self.iteration = 0
-        #: Guards RemoteBatch appends against the loop starting that batch.
-        #: Reentrant: an allocation under it can run a finalizer that calls
-        #: add_callback on the same thread (distributed's ``Future.__del__``
-        #: does, from a task thread), which a plain Lock would deadlock and
-        #: stock's lock-free ``call_soon_threadsafe`` survives; the nested
-        #: call then queues first, as it does in stock.
-        self.lock = threading.RLock()
-        fork.in_child(self.reset_after_fork)
-
-    def reset_after_fork(self) -> None:
-        """A producer thread of the parent may have held the lock: not ours."""
-        self.lock = threading.RLock()
 
 
 _HANDLE_SLOTS = (
@@ -306,6 +285,17 @@ PATCH = Patch(
     name="add_callback",
     target="tornado.platform.asyncio",
     summary="IOLoop.add_callback: callbacks batched into one ready-queue entry",
+    replaces=(
+        "`tornado.platform.asyncio.BaseAsyncIOLoop.add_callback`; wraps each "
+        "loop's `_process_events` (an instance attribute) to count iterations"
+    ),
+    relies_on=(
+        "`IOLoop._run_callback`, `IOLoop._discard_future_result`; asyncio's "
+        "`BaseEventLoop._ready`, `_run_once`, `_process_events`, "
+        "`_write_to_self`, `_closed`, `_debug`, "
+        "`asyncio.events._get_running_loop`, the slots of `asyncio.Handle` (the"
+        " batch subclasses it); a GIL"
+    ),
     check=check,
     apply=apply,
 )

@@ -83,10 +83,9 @@ class PerObject(Change):
     State lives in a plain attribute of its owner, never in ``owner.__dict__``
     written directly: touching ``__dict__`` turns CPython 3.11+'s inline
     instance values into a real dict and slows every other attribute access
-    on that object, and for a loop all of asyncio's ``_run_once`` (measured:
-    +17% on a 64-byte IOStream echo, by bench/echo.py of commit ec01d4d,
-    today ``fastloop bench``'s echo-64).  Hot paths read the attribute
-    directly and come here only when it is missing.
+    on that object, and for a loop all of asyncio's ``_run_once``
+    (docs/design.md#state-on-the-objects-a-patch-meets).  Hot paths read the
+    attribute directly and come here only when it is missing.
 
     Why undo cannot race a thread that is attaching: attaching checks that
     the change is still active and sets the attributes under this change's

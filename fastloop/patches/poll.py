@@ -28,10 +28,9 @@ the sample waited 20 us or more, or when the loop never blocked since the
 previous sample and yet ran less than half of the wall time (it lost the
 GIL at polls the sample did not catch); the next sample comes a second
 later, so under contention sampling costs one switch interval a second.
-Without contention polls stay stock's: the held call costs ~65 ns more
-than stock's in a busy loop (ctypes; ``onloop-chain`` of ``fastloop
-bench`` with held polls forced on and off, 11 interleaved rounds), which
-a loop alone should not pay.
+Without contention polls stay stock's: the held call (ctypes) costs more
+than stock's in a busy loop, which a loop alone should not pay
+(docs/design.md#holding-zero-timeout-polls).
 
 Skipping (opt-in, ``poll_us`` > 0): a zero-timeout poll younger than
 ``poll_us`` after the last real one answers "no events" without a syscall.
@@ -82,7 +81,9 @@ from fastloop.config import settings
 from fastloop.patches import Patch, needs_gil, registry
 from fastloop.patches.changes import Change, PerObject, Swap
 from fastloop.runtime import waits
-from fastloop.telemetry.live import GIL, POLL
+from fastloop.telemetry.live import GIL, counters
+
+POLL = counters("PollStats")
 
 #: The clock of the gate, read when a loop is created (tests substitute it).
 clock: Callable[[], int] = time.perf_counter_ns
@@ -355,6 +356,18 @@ PATCH = Patch(
     name="poll",
     target="asyncio.selector_events",
     summary="asyncio epoll loop: zero-timeout polls keep the GIL; skip them (opt-in)",
+    replaces=(
+        "`asyncio.selector_events.BaseSelectorEventLoop.__init__` (wrapped); on"
+        " each new loop's `EpollSelector`, instance attributes `select` (a "
+        "re-implementation that calls libc's `epoll_wait` through "
+        "`ctypes.PyDLL` for zero-timeout polls) and `close`"
+    ),
+    relies_on=(
+        "`BaseEventLoop._run_once` polling `self._selector.select`, "
+        "`_stopping`, `_debug`; `EpollSelector.select`'s use of "
+        "`_selector.poll`, `_fd_to_key`, `_key_from_fd`; `struct epoll_event`'s"
+        " layout; a GIL"
+    ),
     check=check,
     apply=apply,
 )

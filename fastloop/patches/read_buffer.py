@@ -42,7 +42,9 @@ from typing import Any
 
 from fastloop.patches import Patch, changed_method, needs_gil
 from fastloop.patches.changes import Change, Swap
-from fastloop.telemetry.live import READ_BUFFER
+from fastloop.telemetry.live import counters
+
+READ_BUFFER = counters("ReadBufferStats")
 
 #: Chunk sizes above this read into a fresh buffer, as stock: a thread should
 #: not pin a large chunk size's memory that stock only borrows.  Tornado's
@@ -186,6 +188,14 @@ PATCH = Patch(
     target="tornado.iostream",
     summary="tornado.iostream: reads into one buffer kept per thread, "
     "not a fresh zeroed 64 KiB each",
+    replaces=("`tornado.iostream.BaseIOStream._read_to_buffer`"),
+    relies_on=(
+        "the names `_read_to_buffer` uses (`_user_read_buffer`, "
+        "`read_chunk_size`, `read_from_fd`, `_is_connreset`, `_read_buffer`, "
+        "...) and its overflow message; `read_from_fd` of `IOStream`, "
+        "`SSLIOStream` and `PipeIOStream` being Tornado's own (a subclass that "
+        "overrides it reads into a fresh buffer, as stock); a GIL"
+    ),
     check=check,
     apply=apply,
 )

@@ -45,7 +45,9 @@ from typing import Any
 
 from fastloop.patches import Patch, changed_method, needs_gil
 from fastloop.patches.changes import Change, PerObject, Swap
-from fastloop.telemetry.live import READ_INTEREST
+from fastloop.telemetry.live import counters
+
+READ_INTEREST = counters("ReadInterestStats")
 
 #: What each stock method must still do, by the names its code uses: the
 #: replacements register and remove readers on ``selector_loop`` as stock does.
@@ -249,6 +251,16 @@ PATCH = Patch(
     target="tornado.platform.asyncio",
     summary="IOLoop: read interest dropped between messages stays registered, "
     "muted, unless the fd is reported readable meanwhile",
+    replaces=(
+        "`tornado.platform.asyncio.BaseAsyncIOLoop.add_handler`, "
+        "`update_handler`, `remove_handler` and `_handle_events`"
+    ),
+    relies_on=(
+        "the names each of those four uses (`split_fd`, `handlers`, `readers`, "
+        "`selector_loop`, `add_reader`, `remove_reader`, `_handle_events`); "
+        "`asyncio`'s `add_reader`/`remove_reader` on the loop's selector loop; "
+        "a GIL"
+    ),
     check=check,
     apply=apply,
 )

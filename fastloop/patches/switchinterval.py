@@ -61,10 +61,10 @@ def check(module: ModuleType) -> str | None:
     no_gil = needs_gil("no switch interval to manage")
     if no_gil is not None:
         return no_gil
-    found = sys.getswitchinterval()
-    if abs(found - CPYTHON_DEFAULT_S) > 1e-9:
+    interval = sys.getswitchinterval()
+    if abs(interval - CPYTHON_DEFAULT_S) > 1e-9:
         return (
-            f"the switch interval is {found * 1e6:g} us, not CPython's default "
+            f"the switch interval is {interval * 1e6:g} us, not CPython's default "
             f"{CPYTHON_DEFAULT_S * 1e6:g} us: the application chose it, left alone"
         )
     if settings.switch_interval_us == AUTO and not auto_supported():
@@ -80,20 +80,25 @@ def auto_supported() -> bool:
 
 
 class SwitchInterval(Change):
-    """The interval fastloop holds, and the one it found (put back at undo)."""
+    """The interval fastloop holds, and the application's (put back at undo).
+
+    ``application_s`` is the interval found at install, the application's;
+    ``held_s`` is the one fastloop set last.  An interval that is neither
+    means the application set its own: fastloop then stops for good.
+    """
 
     __slots__ = (
         "__weakref__",
+        "application_s",
         "auto",
         "controller",
-        "found",
+        "held_s",
         "made",
-        "ours",
         "overridden",
     )
 
     def __init__(self) -> None:
-        self.found = self.ours = 0.0
+        self.application_s = self.held_s = 0.0
         self.overridden = False
         #: auto mode is on; its controller is made with the second thread
         self.auto = False
@@ -102,37 +107,37 @@ class SwitchInterval(Change):
         self.made = threading.Lock()
 
     def do(self) -> None:
-        self.found = self.ours = sys.getswitchinterval()
+        self.application_s = self.held_s = sys.getswitchinterval()
         fork.in_child(self.after_fork)
         live.SWITCHINTERVAL.set(overridden=0, engaged=0, competitors=0, cost=0)
         self.follow(settings.switch_interval_us)
 
     def hold(self, interval_us: float) -> bool:
         """Set the interval if it is still ours; False (for good) once it is not."""
-        if self.overridden or sys.getswitchinterval() != self.ours:
+        if self.overridden or sys.getswitchinterval() != self.held_s:
             self.overridden = True
             return False
         sys.setswitchinterval(interval_us / 1e6)
-        self.ours = sys.getswitchinterval()
+        self.held_s = sys.getswitchinterval()
         return True
 
     def follow(self, value: float | str) -> None:
         """Hold ``value`` (``settings.switch_interval_us``): auto, or a number."""
-        if self.overridden or sys.getswitchinterval() != self.ours:
+        if self.overridden or sys.getswitchinterval() != self.held_s:
             self.overridden = True
             live.SWITCHINTERVAL.set(overridden=1, engaged=0)
             log.info("fastloop: the switch interval was set by someone else: kept")
             return
         if value == AUTO and auto_supported():
             if not self.auto:  # auto starts calm, from the found interval
-                self.hold(self.found * 1e6)
+                self.hold(self.application_s * 1e6)
                 self.auto = True
-            live.SWITCHINTERVAL.set(auto=1, interval_us=self.found * 1e6)
+            live.SWITCHINTERVAL.set(auto=1, interval_us=self.application_s * 1e6)
             if threading.active_count() > 1:
                 self._start_controller()
             return
         self._stop_controller()
-        interval = float(value) if value != AUTO else self.found * 1e6
+        interval = float(value) if value != AUTO else self.application_s * 1e6
         self.hold(interval)
         live.SWITCHINTERVAL.set(auto=0, engaged=0, interval_us=interval)
 
@@ -148,7 +153,7 @@ class SwitchInterval(Change):
             if self.controller is None:
                 from fastloop.patches._switch_controller import Controller
 
-                self.controller = Controller(self.found * 1e6, self.hold)
+                self.controller = Controller(self.application_s * 1e6, self.hold)
             controller = self.controller
         controller.start()
 
@@ -162,8 +167,8 @@ class SwitchInterval(Change):
     def undo(self) -> None:
         self._stop_controller()
         live.SWITCHINTERVAL.set(auto=0, engaged=0, interval_us=0)
-        if sys.getswitchinterval() == self.ours:
-            sys.setswitchinterval(self.found)
+        if sys.getswitchinterval() == self.held_s:
+            sys.setswitchinterval(self.application_s)
         else:
             log.info(
                 "fastloop: switch interval %g us was set by the application: kept",
@@ -177,10 +182,10 @@ class SwitchInterval(Change):
             self.controller.forget_thread()
         live.SWITCHINTERVAL.set(engaged=0)
         auto = settings.switch_interval_us == AUTO
-        if auto and not self.overridden and sys.getswitchinterval() == self.ours:
-            sys.setswitchinterval(self.found)
-            self.ours = sys.getswitchinterval()
-            live.SWITCHINTERVAL.set(interval_us=self.found * 1e6)
+        if auto and not self.overridden and sys.getswitchinterval() == self.held_s:
+            sys.setswitchinterval(self.application_s)
+            self.held_s = sys.getswitchinterval()
+            live.SWITCHINTERVAL.set(interval_us=self.application_s * 1e6)
 
 
 def thread_start_hook(change: SwitchInterval) -> Swap:
@@ -215,6 +220,16 @@ PATCH = Patch(
     target="tornado.ioloop",
     summary="the switch interval: CPython's until threads wait for the GIL, "
     "then shorter within a compute budget (or a fixed value)",
+    replaces=(
+        "`threading.Thread.start` (wrapped: it starts auto mode's controller "
+        "with the process's second thread); `sys.setswitchinterval` while "
+        "installed"
+    ),
+    relies_on=(
+        "that the interval found is CPython's default (else the application "
+        "chose it), a GIL (not a free-threaded build), and for auto mode "
+        "`time.pthread_getcpuclockid` to read other threads' CPU clocks"
+    ),
     check=check,
     apply=apply,
 )

@@ -75,7 +75,9 @@ from typing import Any
 from fastloop.patches import Patch, changed_method, needs_gil, registry
 from fastloop.patches.changes import Change, PerObject, Swap
 from fastloop.runtime import fork
-from fastloop.telemetry.live import WAKEUP
+from fastloop.telemetry.live import counters
+
+WAKEUP = counters("WakeupStats")
 
 
 class WakeupState:
@@ -269,6 +271,17 @@ PATCH = Patch(
     name="wakeup",
     target="asyncio.selector_events",
     summary="asyncio selector loop: at most one self-pipe wake-up outstanding",
+    replaces=(
+        "`asyncio.selector_events.BaseSelectorEventLoop._write_to_self` and "
+        "`_read_from_self`; `_make_self_pipe` wrapped (it notes each loop "
+        "whose self-pipe reader is the patched `_read_from_self`)"
+    ),
+    relies_on=(
+        "`_csock`, `_ssock`, `_selector`, `_make_self_pipe`, "
+        "`_process_self_data`; `call_soon_threadsafe` queueing before "
+        "`_write_to_self` (3.10-3.13's or 3.14's shape); `_run_once` reading "
+        "`_ready` before it polls; a GIL"
+    ),
     check=check,
     apply=apply,
 )

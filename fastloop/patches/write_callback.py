@@ -24,7 +24,9 @@ from typing import Any
 
 from fastloop.patches import Patch, changed_method, needs_gil
 from fastloop.patches.changes import Change, Swap
-from fastloop.telemetry.live import WRITE_CALLBACK
+from fastloop.telemetry.live import counters
+
+WRITE_CALLBACK = counters("WriteCallbackStats")
 
 #: What stock ``write`` must still do, by the names its code uses.
 NEEDS = {
@@ -117,6 +119,12 @@ PATCH = Patch(
     target="tornado.iostream",
     summary="tornado.iostream write: the done-callback only while the write "
     "is pending, not one handle per write",
+    replaces=("`tornado.iostream.BaseIOStream.write`"),
+    relies_on=(
+        "the names `write` uses (`_check_closed`, `max_write_buffer_size`, "
+        "`_write_buffer`, `_total_write_index`, `Future`, ...) and its one "
+        "done-callback, which retrieves the exception; a GIL"
+    ),
     check=check,
     apply=apply,
 )

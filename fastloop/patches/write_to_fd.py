@@ -141,15 +141,10 @@ def describe_peer(stream: Any) -> str:
 #: so the hot path reads no threshold (a threshold below this acts as this).
 SLOW_FLOOR_NS = 50_000
 
-#: 1 call in this many is timed (on average) unless every call is asked for.
-#: Why 256: inside the 64-byte echo a timed call costs ~1-2 us more than an
-#: untimed one, far more than its two clock reads (leaving the hot path at
-#: random upsets the interpreter's branch prediction: the price is paid per
-#: departure).  ``python bench/echo_floor.py --rounds 101`` put the echo at
-#: 1.016 with 1 in 16 timed, 1.009 at 256 and 1.009 with no call timed (a
-#: run with a 1-in-64 arm added: 1.020, 1.015 at 64, 1.011, 1.010): at 256
-#: the sample costs less than the echo can resolve, and what is left is the
-#: exact counting.  A quiet stream's histogram is thin; its first
+#: 1 call in this many is timed (on average) unless every call is asked for:
+#: a timed call costs far more than its clock reads, and at this rate the
+#: sample costs less than an echo can resolve
+#: (docs/design.md#sampling-write_to_fd-durations).  A quiet stream's first
 #: call is always timed, and FASTLOOP_WRITE_TIMING=every times them all.
 SAMPLE_EVERY = 256
 
@@ -391,6 +386,11 @@ PATCH = Patch(
     name="write_to_fd",
     target="tornado.iostream",
     summary="tornado.iostream write_to_fd: exact counts, sampled times, slow-call log",
+    replaces=(
+        "`write_to_fd` of `tornado.iostream.IOStream`, `SSLIOStream`, "
+        "`PipeIOStream` (wrapped, result untouched)"
+    ),
+    relies_on=("the signature `write_to_fd(self, data)`"),
     check=check,
     apply=apply,
 )

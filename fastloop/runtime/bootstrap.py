@@ -4,7 +4,7 @@ The one module that turns settings into running things: the start-up
 sequence (``run()``, called by the ``.pth`` line and the ``sitecustomize``
 fallback when a ``FASTLOOP*`` activation variable is set), ``configure()``
 at run time, and what a change of setting sets in motion, as each row of
-``fastloop.config.SETTINGS`` names it (``follows``: the watchdog, the GIL
+``fastloop.config.SETTINGS`` names it (``on_change``: the watchdog, the GIL
 probe, the profiler, the switch interval, the exit report).
 
 Start-up comes in two steps.  ``start()`` is all the ``.pth`` line runs.
@@ -157,15 +157,15 @@ def configure(**changes: object) -> None:
 
 
 def follow(names: Iterable[str]) -> None:
-    """Set in motion what these settings' rows say follows them, in table order."""
+    """Run each changed setting's ``on_change`` hook, in table order."""
     import importlib
 
     from fastloop.config import SETTINGS, settings
 
     wanted = set(names)
     for row in SETTINGS:
-        if row.name in wanted and row.follows:
-            module, _, function = row.follows.partition(":")
+        if row.name in wanted and row.on_change:
+            module, _, function = row.on_change.partition(":")
             getattr(importlib.import_module(module), function)(
                 getattr(settings, row.name)
             )

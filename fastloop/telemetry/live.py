@@ -4,17 +4,18 @@ Each section of ``schema`` is counted by one source here, and ``read()``
 turns a source into that section's figures (cumulative: ``pipeline`` takes
 them since ``reset_stats()``).  Three kinds of source, by who writes:
 
-* ``Counts``: one lock-free ``Counter`` per figure, bumped from any thread
-  (producers of cross-thread callbacks and every loop thread).
+* ``SharedCounters``: one lock-free ``Counter`` per figure, bumped from any
+  thread (producers of cross-thread callbacks and every loop thread); each
+  patch makes its own with ``counters()``.
   ``itertools.count.__next__`` is one C call, so an increment is atomic
   under the GIL and costs ~25 ns (``python -m timeit`` on
   ``count().__next__``: 25.8 ns), with no lock; the rare bulk additions take
   a lock.
-* ``Streams``: a tally per stream, carried by the stream and written by its
-  loop's thread only (no lock), summed when read; a collected stream's tally
+* ``PerStreamTallies``: a tally per stream, carried by the stream and written
+  by its loop's thread only (no lock), summed when read; a collected stream's tally
   is folded into the process totals.  A tally may also carry state of the
   hot path that is not a figure (``write_to_fd``'s sampling), never read.
-* ``Recorder``: one tally under a lock, written by the observers' threads.
+* ``LockedTally``: one tally under a lock, written by the observers' threads.
 
 A tally has one slot per stored figure of its section, named as the figure
 (a bucket list for a histogram, a count of what runs for a flag), so the
@@ -22,7 +23,7 @@ figure a hot path bumps is the one ``stats()`` shows.
 
 Cheap to import: the patches load it with their targets, at start-up.  So a
 source knows its section by name and imports ``schema`` (and ``fields``)
-only when it first needs the declarations: a ``Counts`` source makes a
+only when it first needs the declarations: a ``SharedCounters`` source makes a
 counter when a patch first asks for it by name and checks the names
 against the section when read; a stream's tally class is made at the first
 tracked stream; a recorder keeps readings set before its tally exists and
@@ -46,6 +47,12 @@ if TYPE_CHECKING:
 
 S = TypeVar("S", bound="Section")
 R = TypeVar("R")
+Src = TypeVar("Src", bound="Source")
+
+#: Section name (in ``schema``) -> its source: the sources below, and the
+#: ``SharedCounters`` each patch asks ``counters()`` for.
+SOURCES: dict[str, Source] = {}
+_sources_lock = threading.Lock()
 
 
 class Counter:
@@ -100,11 +107,12 @@ def figures(section: type[Section], raw: Callable[[str], Any]) -> dict[str, Any]
     return values
 
 
-class _Source:
+class Source:
     """A source of one section, known by its name in ``schema`` until needed."""
 
     def __init__(self, section: type[Section] | str) -> None:
         self._section = section
+        self.section_name = section if isinstance(section, str) else section.__name__
 
     @property
     def section(self) -> type[Section]:
@@ -115,8 +123,16 @@ class _Source:
             section = self._section = getattr(schema, section)
         return section
 
+    def read(self) -> Section:
+        """The section's figures, counted since start-up."""
+        raise NotImplementedError
 
-class Counts(_Source):
+    def reset_maxima(self) -> None:
+        """Start the section's maxima from zero."""
+        raise NotImplementedError
+
+
+class SharedCounters(Source):
     """One lock-free ``Counter`` per figure of a section of counts.
 
     A counter is made when a hot path first asks for it (``WAKEUP.written``);
@@ -146,7 +162,9 @@ class Counts(_Source):
 
         section = self.section
         if not all(isinstance(f, Count) for f in section.stored):
-            raise TypeError(f"{section.__name__}: a Counts source holds counts only")
+            raise TypeError(
+                f"{section.__name__}: a SharedCounters source holds counts only"
+            )
         undeclared = set(self._counters) - {f.name for f in section.stored}
         if undeclared:
             raise TypeError(f"{section.__name__} declares no {sorted(undeclared)}")
@@ -156,7 +174,7 @@ class Counts(_Source):
         )
 
     def reset_maxima(self) -> None:
-        """Counts have no maxima."""
+        """SharedCounters have no maxima."""
 
 
 def _zero(field: Field[Any]) -> Any:
@@ -251,7 +269,7 @@ def life_long(section: type[Section], tally: Any) -> Callable[[str], Any]:
     return raw
 
 
-class Streams(_Source):
+class PerStreamTallies(Source):
     """Figures counted per object (a stream), summed when read.
 
     Each tally is written by its stream's loop thread only, so it needs no
@@ -363,7 +381,7 @@ class Streams(_Source):
         return section(**figures(section, life_long(self.section, tally)))
 
 
-class Recorder(_Source):
+class LockedTally(Source):
     """Figures written by the observers' threads: one tally, under ``lock``.
 
     Readings ``set()`` before the tally exists wait in a dict: the
@@ -430,7 +448,7 @@ class Recorder(_Source):
                 setattr(self.tally, name, value)
 
     def add(self, **amounts: int) -> None:
-        """Counts added, under the lock."""
+        """SharedCounters added, under the lock."""
         with self.lock:
             for name, amount in amounts.items():
                 setattr(self.tally, name, getattr(self.tally, name) + amount)
@@ -445,7 +463,7 @@ class Recorder(_Source):
             reset_maxima(self.section, self.tally)
 
 
-class Polled(_Source):
+class Polled(Source):
     """Figures another library keeps, read from its objects when asked.
 
     ``reader`` is ``"module:function"``, imported at the first read: a
@@ -465,32 +483,33 @@ class Polled(_Source):
         """Polled figures have no maxima."""
 
 
-# The process's sources, one per section of ``schema.Snapshot``.
+def _known(source: Src) -> Src:
+    """``source``, now the process's source of its section."""
+    SOURCES[source.section_name] = source
+    return source
+
+
+def counters(section: str) -> SharedCounters:
+    """The ``SharedCounters`` source of ``schema``'s section ``section``, made once.
+
+    A patch asks for its own at import (``READS = live.counters("ReadStats")``):
+    a new section of counts needs no line here, and ``pipeline`` reads a
+    section nobody asked for yet as zeros.
+    """
+    source = SOURCES.get(section)
+    if source is None:
+        with _sources_lock:
+            source = SOURCES.get(section) or _known(SharedCounters(section))
+    if not isinstance(source, SharedCounters):
+        raise TypeError(f"{section} is not a section of counts")
+    return source
+
+
+# The sources of the sections that are not plain counts.
 #: ``timed_at``, ``weight``: which call of the stream is timed next, and for
 #: how many calls it counts (``fastloop.patches.write_to_fd`` explains both).
-WRITE_TO_FD = Streams("WriteStats", state={"timed_at": 0, "weight": 1})
-ADD_CALLBACK = Counts("AddCallbackStats")
-WAKEUP = Counts("WakeupStats")
-READ_INTEREST = Counts("ReadInterestStats")
-READ_BUFFER = Counts("ReadBufferStats")
-WRITE_CALLBACK = Counts("WriteCallbackStats")
-POLL = Counts("PollStats")
-GIL = Recorder("GilStats")
-SWITCHINTERVAL = Recorder("SwitchIntervalStats")
-WATCHDOG = Recorder("WatchdogStats")
-DASK = Polled("DaskStats", "fastloop.dask:figures")
-
-#: Snapshot part -> its source, for ``pipeline``.
-SOURCES: dict[str, Counts | Streams | Recorder | Polled] = {
-    "write_to_fd": WRITE_TO_FD,
-    "add_callback": ADD_CALLBACK,
-    "wakeup": WAKEUP,
-    "read_interest": READ_INTEREST,
-    "read_buffer": READ_BUFFER,
-    "write_callback": WRITE_CALLBACK,
-    "poll": POLL,
-    "gil": GIL,
-    "switchinterval": SWITCHINTERVAL,
-    "watchdog": WATCHDOG,
-    "dask": DASK,
-}
+WRITE_TO_FD = _known(PerStreamTallies("WriteStats", state={"timed_at": 0, "weight": 1}))
+GIL = _known(LockedTally("GilStats"))
+SWITCHINTERVAL = _known(LockedTally("SwitchIntervalStats"))
+WATCHDOG = _known(LockedTally("WatchdogStats"))
+DASK = _known(Polled("DaskStats", "fastloop.dask:figures"))

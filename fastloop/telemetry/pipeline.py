@@ -12,29 +12,40 @@ import threading
 from collections.abc import Iterable
 
 from fastloop.telemetry import live
-from fastloop.telemetry.fields import Section
+from fastloop.telemetry.fields import Part, Section
 from fastloop.telemetry.schema import Snapshot, StreamStats
 
-_lock = threading.Lock()
-_baselines: dict[str, Section] = {
-    name: source.section() for name, source in live.SOURCES.items()
+#: Snapshot part -> the name of its section, whose source counts it.
+PARTS = {
+    field.name: field.section.__name__
+    for field in Snapshot.fields
+    if isinstance(field, Part)
 }
+_lock = threading.Lock()
+_baselines: dict[str, Section] = {}
+
+
+def _source(part: str) -> live.Source:
+    """The part's source; a section of counts nothing asked for yet reads zeros."""
+    return live.SOURCES.get(PARTS[part]) or live.counters(PARTS[part])
 
 
 def snapshot(installed: Iterable[str]) -> Snapshot:
     """An immutable snapshot of every figure, with the patches active now."""
     with _lock:
-        parts = {
-            name: source.read().since(_baselines[name])
-            for name, source in live.SOURCES.items()
-        }
+        parts = {}
+        for name in PARTS:
+            reading = _source(name).read()
+            base = _baselines.get(name)
+            parts[name] = reading if base is None else reading.since(base)
     return Snapshot(**parts, installed=tuple(sorted(installed)))
 
 
 def reset_stats() -> None:
     """Start every figure from zero (the maxima too); a stream's own stay whole."""
     with _lock:
-        for name, source in live.SOURCES.items():
+        for name in PARTS:
+            source = _source(name)
             _baselines[name] = source.read()
             source.reset_maxima()
 

@@ -6,10 +6,13 @@ values merge), its help text, unit, Prometheus metric (or why it has none)
 and its line in ``report()``.  ``stats()``, ``stream_stats()``,
 ``to_dict()``, ``report()``, the Prometheus collector and
 ``fastloop.dask.cluster_stats`` are all read from these declarations, and
-``live`` makes the counters the hot paths bump from them.
+``live`` makes the counters the hot paths bump from them.  A new section
+is its class here and its ``Part`` in ``Snapshot``; a section of counts
+needs nothing more (its patch asks ``live.counts`` for its source).
 
 Adding a figure to a section is its declaration here plus the line that
-bumps it: ``live.WAKEUP.<figure>.increment()`` for a section of counts,
+bumps it: ``<source>.<figure>.increment()`` on the section's
+``live.counters("<Section>")`` for a section of counts,
 ``tally.<figure> += n`` on a stream's tally (``live.WRITE_TO_FD``) or, under
 the lock, on a recorder's (``live.WATCHDOG``, ``live.GIL``).
 """

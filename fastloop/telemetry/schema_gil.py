@@ -251,5 +251,5 @@ def advice(gil: GilStats, switchinterval_active: bool) -> str | None:
         return None
     return (
         f"threads wait for the GIL ({seen}): the switchinterval patch (in "
-        "FASTLOOP=1) shortens the switch interval while they do (README, 'The GIL')"
+        "FASTLOOP=1) shortens the switch interval while they do (docs/gil.md)"
     )

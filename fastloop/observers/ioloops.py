@@ -1,4 +1,4 @@
-"""Which event loops exist, and which thread runs each: for the watchdog and profiler.
+"""Which event loops exist, and which thread runs each: for the observers and auto mode.
 
 Tornado keeps every open IOLoop in ``IOLoop._ioloop_for_asyncio`` (asyncio
 loop -> IOLoop) until it is closed.  Reading that dict from another thread
