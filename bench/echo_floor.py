@@ -29,7 +29,7 @@ from tornado import iostream
 
 import _results
 import fastloop
-from _write_arms import write_to_fd_arm
+from _arms import write_to_fd_arm
 from fastloop import ab
 from fastloop.cli import _workloads as workloads
 from fastloop.patches.write_to_fd import SAMPLE_EVERY

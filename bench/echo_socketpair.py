@@ -25,7 +25,7 @@ from tornado.iostream import IOStream
 
 import _results
 import fastloop
-from _write_arms import write_to_fd_arm
+from _arms import write_to_fd_arm
 from fastloop import ab
 from fastloop.patches import RECORDS
 from fastloop.patches.write_to_fd import SAMPLE_EVERY

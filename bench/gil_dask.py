@@ -18,7 +18,7 @@ the results show).  Measured: the calls' p50 and p90 round trip, and the
 task threads' compute rate, paired per round against stock.  The client's
 process (the load generator, and the scheduler) runs on CPU 1; the worker
 keeps every core.  Arms
-(``_gil_arms``): stock, stock on uvloop, every fixed switch interval, and
+(``_arms.gil_arms``): stock, stock on uvloop, every fixed switch interval, and
 ``FASTLOOP=1`` (auto); the cluster is started fresh for every arm of every
 round, and the worker picks fastloop up from the environment, not from
 code.
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import _results
-from _gil_arms import arms, without_fastloop
+from _arms import gil_arms, without_fastloop
 from _pinning import PIN_THREADS
 from fastloop import ab
 from fastloop.cli.bench import min_rounds
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         if importlib.util.find_spec("uvloop")
         else None
     )
-    chosen = arms(uvloop)
+    chosen = gil_arms(uvloop)
     if args.arms:
         chosen = {name: chosen[name] for name in args.arms.split(",")}
     scenarios = []

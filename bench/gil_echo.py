@@ -8,7 +8,7 @@ on one Tornado ``TCPServer`` while T threads of its own count in pure
 Python; it keeps every core, as a real server would.  The client is a
 process pinned to CPU 1 (and, where the OS allows, SCHED_FIFO, so that the
 server's own threads on that CPU cannot delay it: the load generator must
-not be what is measured).  Arms (``_gil_arms``): stock, stock on uvloop,
+not be what is measured).  Arms (``_arms.gil_arms``): stock, stock on uvloop,
 every fixed switch interval (the one line a user could write instead), and
 ``FASTLOOP=1`` (auto); each round runs every arm once, in an order that
 rotates (``fastloop.ab.interleave``).
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import _results
-from _gil_arms import arms, without_fastloop
+from _arms import gil_arms, without_fastloop
 from fastloop import ab
 from fastloop.cli.bench import min_rounds
 
@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     import importlib.util
 
     uvloop = {"BENCH_LOOP": "uvloop"} if importlib.util.find_spec("uvloop") else None
-    chosen = arms(uvloop)
+    chosen = gil_arms(uvloop)
     if args.arms:
         chosen = {name: chosen[name] for name in args.arms.split(",")}
     rate = 0.0 if args.scenario == "closed" else RATE

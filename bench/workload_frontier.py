@@ -4,9 +4,9 @@
         [--seconds S] [--json bench/results/workload_frontier.json]
 
 Per workload, interleaved in rounds until ``--seconds`` (each arm's round
-a 0.1 s slice, as ``fastloop bench``): stock, the set ``fastloop bench``
-measures for the workload, the default set (``FASTLOOP=1``), and each patch
-of either alone; the median of paired ratios of time per operation against
+a 0.1 s slice, as ``fastloop bench``): stock, the default set (``FASTLOOP=1``, what ``fastloop bench``
+measures), and each patch the workload exercises or the default set holds,
+alone; the median of paired ratios of time per operation against
 stock, with its 95% interval.  Where ``fastloop bench`` shows a ratio that
 moved, this says which patch moves it, and whether more rounds keep it.
 """
@@ -32,10 +32,9 @@ def arms(workload: Workload) -> dict[str, list[str] | None]:
     """Arm name -> the patches it installs ([] for stock, None for the default set)."""
     chosen: dict[str, list[str] | None] = {
         "stock": [],
-        "bench's set": list(workload.patches),
         "FASTLOOP=1": None,
     }
-    for name in dict.fromkeys([*workload.patches, *DEFAULT_SET]):
+    for name in dict.fromkeys([*workload.exercises, *DEFAULT_SET]):
         chosen[f"{name} alone"] = [name]
     return chosen
 

@@ -160,6 +160,28 @@ def median_interval(
     return statistics.median(data), data[k - 1], data[n - k]
 
 
+def balanced_orders(k: int) -> list[list[int]]:
+    """Orders of ``k`` arms in which each arm runs right after every other
+    equally often (a Williams design: ``k`` orders, ``2k`` for odd ``k``).
+
+    A round can leave the machine in a state the next one pays for (a round
+    with threads contending for the GIL right after one without runs several
+    times slower: ``docs/design.md#the-order-of-the-arms``); rotating one
+    order would put the same arm after it every time.
+    """
+    if k <= 2:
+        return [list(range(k)), list(range(k))[::-1]] if k == 2 else [[0]] * (k or 1)
+    first, low, high = [0], 1, k - 1
+    while len(first) < k:
+        first.append(low)
+        low += 1
+        if len(first) < k:
+            first.append(high)
+            high -= 1
+    orders = [[(arm + shift) % k for arm in first] for shift in range(k)]
+    return orders + [order[::-1] for order in orders] if k % 2 else orders
+
+
 def interleave(
     arms: Mapping[str, Callable[[], T]],
     *,
@@ -169,10 +191,10 @@ def interleave(
     progress: Callable[[int, int], None] | None = None,
     start: int = 0,
 ) -> dict[str, list[T]]:
-    """Run every arm once per round, rotating which goes first; what each returned.
+    """Run every arm once per round, in balanced orders; what each returned.
 
-    With two arms the order alternates A B, B A, ...; with k arms round i
-    starts at arm i mod k.  ``budget_s`` stops early (after at least 6
+    With two arms the order alternates A B, B A, ...; with k arms the rounds
+    cycle through ``balanced_orders(k)``.  ``budget_s`` stops early (after at least 6
     rounds, the fewest that give a 95% interval) once that much time passed.
     ``start`` is the index of the first round, so that a run continued with
     more rounds keeps alternating.
@@ -184,11 +206,11 @@ def interleave(
         for name in names:
             arms[name]()
     times: dict[str, list[T]] = {name: [] for name in names}
+    orders = balanced_orders(len(names))
     started = time.perf_counter()
     for index in range(rounds):
-        shift = (start + index) % len(names)
-        for name in names[shift:] + names[:shift]:
-            times[name].append(arms[name]())
+        for arm in orders[(start + index) % len(orders)]:
+            times[names[arm]].append(arms[names[arm]]())
         if progress is not None:
             progress(index + 1, rounds)
         over_budget = budget_s is not None and time.perf_counter() - started > budget_s

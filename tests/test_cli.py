@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+import itertools
 import json
 import subprocess
 import sys
@@ -140,11 +142,26 @@ def test_median_interval_uses_binomial_order_statistics():
     assert ab.median_interval([3, 1, 2]) == (2, 1, 3)
 
 
-def test_interleave_rotates_the_order_of_arms():
-    order = []
-    arms = {name: (lambda name=name: order.append(name) or 1.0) for name in "abc"}
-    ab.interleave(arms, rounds=3, warmup=0)
-    assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+def _order_of_runs(k: int, rounds: int) -> list[str]:
+    order: list[str] = []
+    arms = {
+        name: (lambda name=name: order.append(name) or 1.0) for name in "abcdefg"[:k]
+    }
+    ab.interleave(arms, rounds=rounds, warmup=0)
+    return order
+
+
+def test_interleave_runs_each_arm_after_every_other_equally_often():
+    for k in range(2, 7):
+        rounds = len(ab.balanced_orders(k))
+        order = _order_of_runs(k, rounds)
+        each = [order[r * k : (r + 1) * k] for r in range(rounds)]
+        assert all(sorted(run) == list("abcdefg"[:k]) for run in each)
+        follows = collections.Counter(
+            pair for run in each for pair in itertools.pairwise(run)
+        )
+        assert len(follows) == k * (k - 1)
+        assert set(follows.values()) == {rounds // k}, (k, follows)
 
 
 def test_assert_ratio_below_for_user_tests():

@@ -87,7 +87,7 @@ class Slice:
 class Workload:
     name: str
     description: str
-    patches: tuple[str, ...]
+    exercises: tuple[str, ...]  # the patches whose code it runs
     unit: str
     batch: int  # operations between two reads of the clock
     floor: int  # the fewest operations of a round, however slow the arm
@@ -420,14 +420,14 @@ def busy_echo_64(runner: Runner, s: Slice) -> Round:
 
 #: Batches keep a clock read (~60 ns) below 0.1% of the work between two
 #: reads, and one batch short against the slice even for an arm 10x slower
-#: than the README's; floors are what a round does however slow the arm.
+#: than the recorded run's; floors are what a round does however slow the arm.
 WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in (
         Workload(
             name="onloop-burst",
             description="bursts of add_callback on the loop thread, then run them",
-            patches=("add_callback",),
+            exercises=("add_callback",),
             unit="callback",
             batch=10_000,
             floor=10_000,
@@ -437,7 +437,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="onloop-chain",
             description="each callback adds the next",
-            patches=("add_callback",),
+            exercises=("add_callback",),
             unit="callback",
             batch=1_000,
             floor=1_000,
@@ -448,7 +448,7 @@ WORKLOADS: dict[str, Workload] = {
             name="onloop-mixed",
             description="add_callback alternating with asyncio call_soon "
             "(no two in a row)",
-            patches=("add_callback",),
+            exercises=("add_callback",),
             unit="callback",
             batch=10_000,
             floor=10_000,
@@ -457,7 +457,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="xthread-burst-2",
             description="2 threads add callbacks",
-            patches=("add_callback", "wakeup"),
+            exercises=("add_callback", "wakeup"),
             unit="callback",
             batch=1_000,
             floor=10_000,
@@ -466,7 +466,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="xthread-burst-8",
             description="8 threads add callbacks",
-            patches=("add_callback", "wakeup"),
+            exercises=("add_callback", "wakeup"),
             unit="callback",
             batch=1_000,
             floor=10_000,
@@ -475,7 +475,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="xthread-ping-pong",
             description="a thread adds a callback and waits for it, again and again",
-            patches=("add_callback", "wakeup"),
+            exercises=("add_callback", "wakeup"),
             unit="ping",
             batch=16,
             floor=64,
@@ -484,7 +484,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="threadsafe-burst",
             description="2 threads call loop.call_soon_threadsafe",
-            patches=("wakeup",),
+            exercises=("wakeup",),
             unit="call",
             batch=1_000,
             floor=10_000,
@@ -493,7 +493,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="executor-storm",
             description="bursts of run_in_executor no-ops, all awaited",
-            patches=("wakeup",),
+            exercises=("wakeup",),
             unit="call",
             batch=1_000,
             floor=1_000,
@@ -502,7 +502,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="echo-64B",
             description="IOStream echo round trips of 64 bytes",
-            patches=("write_to_fd",),
+            exercises=("write_to_fd",),
             unit="round trip",
             batch=64,
             floor=256,
@@ -511,7 +511,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="echo-64KiB",
             description="IOStream echo round trips of 64 KiB",
-            patches=("write_to_fd",),
+            exercises=("write_to_fd",),
             unit="round trip",
             batch=8,
             floor=32,
@@ -520,7 +520,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="busy-chain",
             description="onloop-chain while another thread runs pure Python",
-            patches=("add_callback", "wakeup", "write_to_fd", "poll"),
+            exercises=("add_callback", "wakeup", "write_to_fd", "poll"),
             unit="callback",
             batch=16,
             floor=32,
@@ -529,7 +529,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="busy-pingpong",
             description="xthread-ping-pong while another thread runs pure Python",
-            patches=("add_callback", "wakeup", "write_to_fd", "poll"),
+            exercises=("add_callback", "wakeup", "write_to_fd", "poll"),
             unit="ping",
             batch=1,
             floor=8,
@@ -538,7 +538,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="busy-echo",
             description="echo-64B while another thread runs pure Python",
-            patches=("add_callback", "wakeup", "write_to_fd", "poll"),
+            exercises=("add_callback", "wakeup", "write_to_fd", "poll"),
             unit="round trip",
             batch=4,
             floor=16,
