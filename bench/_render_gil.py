@@ -1,4 +1,4 @@
-"""The README's GIL block, from bench/gil_echo.py's and bench/gil_dask.py's results."""
+"""The GIL page's figures, from bench/gil_echo.py's and bench/gil_dask.py's results."""
 
 from __future__ import annotations
 
@@ -203,7 +203,7 @@ def render(results: Path) -> list[str]:
             "",
             *_echo_rate(rate),
             "",
-            "![echo: latency against compute](bench/results/gil_echo_rate.png)",
+            "![echo: latency against compute](bench-results/gil_echo_rate.png)",
             "",
         ]
         verdicts += [
@@ -259,7 +259,7 @@ def render(results: Path) -> list[str]:
             "",
             *_phased(phased),
             "",
-            "![phased: latency against compute](bench/results/gil_echo_phased.png)",
+            "![phased: latency against compute](bench-results/gil_echo_phased.png)",
             "",
         ]
         phases = phased["scenarios"][0]["phases"]
@@ -281,7 +281,7 @@ def render(results: Path) -> list[str]:
             "",
             _dask_calls(dask),
             "",
-            "![dask: latency against compute](bench/results/gil_dask.png)",
+            "![dask: latency against compute](bench-results/gil_dask.png)",
             "",
         ]
         verdicts += [

@@ -1,7 +1,7 @@
 """Measured figures that fastloop's advice quotes (``stats().dask``).
 
-Written by ``bench/render_readme.py`` from ``bench/results/``; the
-README test fails when they differ.
+Written by ``bench/render_docs.py`` from ``bench/results/``; the
+docs test fails when they differ.
 """
 
 DIRECT_TO_WORKERS = (

@@ -1,0 +1,97 @@
+"""The README's "What you gain" bullets: one measured figure each, linked to its table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from _render_apps import figure, interval, load
+
+RESULTS_PAGE = "docs/results.md"
+
+
+def _ratio(result: dict[str, float]) -> str:
+    return interval(result).replace(" (noisy)", "")
+
+
+def render(results: Path) -> list[str]:
+    bench = {row["name"]: row for row in load(results, "bench.json")["workloads"]}
+    busy_dask = figure(results, "dask_busy.json", "FASTLOOP=1", "1 ms actor call, p50")
+    busy_http = figure(results, "http_busy.json", "FASTLOOP=1", "time per request")
+    idle = "dask_idle_streams.json"
+    idle_call = figure(results, idle, "FASTLOOP=1", "actor round trip")
+    idle_uv = figure(results, idle, "uvloop+FASTLOOP=1", "actor round trip")
+    direct = figure(results, idle, "direct_to_workers+FASTLOOP=1", "actor round trip")
+    echo = {r["arm"]: r for r in load(results, "echo_socketpair.json")["results"]}[
+        "FASTLOOP=1"
+    ]
+    startup = {
+        row["program"]: row["cpu"] for row in load(results, "startup.json")["programs"]
+    }["pass"]
+    observe = {
+        (r["name"], r["observer"], r["baseline"]): r
+        for r in load(results, "observe_overhead.json")["results"]
+    }
+    watchdog = observe["onloop-chain", "watchdog", "other-thread"]
+    link = f"({RESULTS_PAGE}#"
+    return [
+        "- **Beside threads that compute in Python** (dask/distributed#6325): a busy "
+        f"dask worker's 1 ms actor call takes {_ratio(busy_dask)} of stock's time "
+        f"(p50), a Tornado server's request {_ratio(busy_http)} "
+        f"([whole applications]{link}whole-applications)).",
+        f"- **Idle dask**: an actor call takes {_ratio(idle_call)} of stock's time, "
+        f"{_ratio(idle_uv)} with uvloop, {_ratio(direct)} with "
+        "`direct_to_workers=True`, which fastloop's advice names "
+        f"([dask LocalCluster]{link}dask-localcluster)).",
+        "- **The loop's own operations**: a burst of on-loop `add_callback` takes "
+        f"{_ratio(bench['onloop-burst']['patched_vs_stock'])} of stock's time, "
+        "from two threads "
+        f"{_ratio(bench['xthread-burst-2']['patched_vs_stock'])}; a 64-byte "
+        f"IOStream echo {_ratio(echo)}, counting included "
+        f"([loop operations]{link}loop-operations)).",
+        "- **Seeing what blocks the loop**, for what it costs: a watchdog that logs "
+        f"the stuck stack ({_ratio(watchdog)} on a callback chain), a sampling "
+        "profiler, the time every socket write held the loop, GIL waits "
+        "([observers](docs/blocking.md)).",
+        f"- **Nothing where Tornado never loads**: `FASTLOOP=1` adds "
+        f"{startup['added_ms']:.2f} ms [{startup['added_low_ms']:.2f}, "
+        f"{startup['added_high_ms']:.2f}] to `python -c pass` "
+        f"([start-up]{link}start-up)).",
+    ]
+
+
+#: The README's two set-up commands: the main job, and the tests (which
+#: ``.ci/run`` runs exactly as written).
+BENCH_COMMAND = "python3 -m venv .venv && .venv/bin/pip install '.[bench]' && .venv/bin/fastloop bench"
+TEST_COMMAND = (
+    "python3 -m venv .venv && .venv/bin/pip install '.[test]' && .venv/bin/pytest"
+)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def commands(results: Path) -> list[str]:
+    """The two commands, each with how long its last recorded run took here."""
+    bench = load(results, "bench.json")
+    quick = load(results, "bench_quick.json")
+    tests = load(results, "test_command.json")
+    return [
+        "```sh",
+        BENCH_COMMAND,
+        "```",
+        "",
+        f"The last full run here took {_minutes(bench['seconds'])} after the "
+        f"install (`fastloop bench --quick`: {_minutes(quick['seconds'])}); the "
+        "figures are under [Results](docs/results.md#loop-operations).",
+        "",
+        "The tests: fastloop's suite, then Tornado's own suite with and without "
+        "every patch, which must give the same results test for test:",
+        "",
+        "```sh",
+        TEST_COMMAND,
+        "```",
+        "",
+        f"It took {_minutes(tests['seconds'])} here from a fresh clone, the install "
+        f"included (CPython {tests['python']}, `bench/time_test_command.py`).",
+    ]
