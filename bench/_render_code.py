@@ -57,17 +57,20 @@ def settings_table() -> list[str]:
     return lines
 
 
-def _usage(command: str) -> str:
-    """``fastloop COMMAND``'s usage line, as argparse prints it, on one line."""
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    """``fastloop``'s subcommands, by name, as its parser builds them."""
     from fastloop.cli import parser
 
-    top = parser()
-    subparsers = next(
-        action
-        for action in top._actions
+    return next(
+        action.choices
+        for action in parser()._actions
         if isinstance(action, argparse._SubParsersAction)
     )
-    usage = subparsers.choices[command].format_usage()
+
+
+def _usage(command: str) -> str:
+    """``fastloop COMMAND``'s usage line, as argparse prints it, on one line."""
+    usage = _subcommands()[command].format_usage()
     return " ".join(usage.removeprefix("usage: ").split())
 
 
@@ -78,17 +81,9 @@ def run_usage() -> list[str]:
 
 def cli_usage() -> list[str]:
     """Every subcommand's usage line."""
-    from fastloop.cli import parser
-
-    top = parser()
-    subparsers = next(
-        action
-        for action in top._actions
-        if isinstance(action, argparse._SubParsersAction)
-    )
     return [
         "```sh",
-        *(_usage(name) for name in subparsers.choices),
+        *(_usage(name) for name in _subcommands()),
         "fastloop --version",
         "```",
     ]
