@@ -86,7 +86,7 @@ def _scenario(results: Path, name: str, scenario: str) -> list[str]:
     found = {(arm_of(r), r["name"]): r for r in data["results"]}
     rounds = max(r["rounds"] for r in data["results"])
     lines = [
-        f"#### {scenario.capitalize()}",
+        f"#### {scenario[:1].upper()}{scenario[1:]}",
         "",
         f"`bench/results/{name}`: {detail}; {rounds} rounds.",
         "",
