@@ -17,6 +17,7 @@ def render(results: Path) -> list[str]:
     bench = {row["name"]: row for row in load(results, "bench.json")["workloads"]}
     busy_dask = figure(results, "dask_busy.json", "FASTLOOP=1", "1 ms actor call, p50")
     busy_http = figure(results, "http_busy.json", "FASTLOOP=1", "time per request")
+    idle_http = figure(results, "http_uvloop.json", "FASTLOOP=1", "time per request")
     idle = "dask_idle_streams.json"
     idle_call = figure(results, idle, "FASTLOOP=1", "actor round trip")
     idle_uv = figure(results, idle, "uvloop+FASTLOOP=1", "actor round trip")
@@ -38,10 +39,12 @@ def render(results: Path) -> list[str]:
         f"dask worker's 1 ms actor call takes {_ratio(busy_dask)} of stock's time "
         f"(p50), a Tornado server's request {_ratio(busy_http)} "
         f"([whole applications]{link}whole-applications)).",
-        f"- **Idle dask**: an actor call takes {_ratio(idle_call)} of stock's time, "
+        f"- **Idle**: a dask actor call takes {_ratio(idle_call)} of stock's time, "
         f"{_ratio(idle_uv)} with uvloop, {_ratio(direct)} with "
         "`direct_to_workers=True`, which fastloop's advice names "
-        f"([dask LocalCluster]{link}dask-localcluster)).",
+        f"([dask LocalCluster]{link}dask-localcluster)); a Tornado server's "
+        f"request {_ratio(idle_http)} "
+        f"([Tornado HTTP server]{link}tornado-http-server-under-wrk)).",
         "- **The loop's own operations**: a burst of on-loop `add_callback` takes "
         f"{_ratio(bench['onloop-burst']['patched_vs_stock'])} of stock's time, "
         "from two threads "
