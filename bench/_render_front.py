@@ -13,6 +13,13 @@ def _ratio(result: dict[str, float]) -> str:
     return interval(result).replace(" (noisy)", "")
 
 
+def _added(cpu: dict[str, float]) -> str:
+    return (
+        f"{cpu['added_ms']:.2f} ms [{cpu['added_low_ms']:.2f}, "
+        f"{cpu['added_high_ms']:.2f}]"
+    )
+
+
 def render(results: Path) -> list[str]:
     bench = {row["name"]: row for row in load(results, "bench.json")["workloads"]}
     busy_dask = figure(results, "dask_busy.json", "FASTLOOP=1", "1 ms actor call, p50")
@@ -27,7 +34,7 @@ def render(results: Path) -> list[str]:
     ]
     startup = {
         row["program"]: row["cpu"] for row in load(results, "startup.json")["programs"]
-    }["pass"]
+    }
     observe = {
         (r["name"], r["observer"], r["baseline"]): r
         for r in load(results, "observe_overhead.json")["results"]
@@ -55,10 +62,10 @@ def render(results: Path) -> list[str]:
         f"the stuck stack ({_ratio(watchdog)} on a callback chain), a sampling "
         "profiler, the time every socket write held the loop, GIL waits "
         "([observers](docs/blocking.md)).",
-        f"- **Nothing where Tornado never loads**: `FASTLOOP=1` adds "
-        f"{startup['added_ms']:.2f} ms [{startup['added_low_ms']:.2f}, "
-        f"{startup['added_high_ms']:.2f}] to `python -c pass` "
-        f"([start-up]{link}start-up)).",
+        "- **Nothing before the first event loop**: `FASTLOOP=1` adds "
+        f"{_added(startup['pass'])} to `python -c pass` and "
+        f"{_added(startup['import tornado.web'])} to `import tornado.web`; the "
+        f"patches install as the process makes its first loop ([start-up]{link}start-up)).",
     ]
 
 

@@ -6,13 +6,14 @@ Unset: times ``site.addpackage`` on the installed file, which is exactly
 what the interpreter does with it at start-up (open, read, exec the one
 line), and checks with ``-X importtime`` that no fastloop module gets
 imported.  Set: for each program (``pass``, ``import tornado.web``,
-``import distributed``) runs paired processes with and without
-``FASTLOOP=1``, the order alternating, for ``--seconds`` each, and reports
-the median of the paired differences of wall time and of the child's CPU
-time (user + system, from ``wait4``; steadier than the wall clock on a
-shared machine) with their 95% intervals, against the program's budget;
-for ``import tornado.web`` also each ``--frontier`` value of ``FASTLOOP`` in
-the same rounds, so that what start-up and each patch cost is one run.
+``import distributed``, and one that makes a Tornado IOLoop, where the
+patches install) runs paired processes with and without ``FASTLOOP=1``,
+the order alternating, for ``--seconds`` each, and reports the median of
+the paired differences of wall time and of the child's CPU time (user +
+system, from ``wait4``; steadier than the wall clock on a shared machine)
+with their 95% intervals, against the program's budget; for the IOLoop
+program also each ``--frontier`` value of ``FASTLOOP`` in the same rounds,
+so that what start-up and each patch cost is one run.
 The children run on one CPU, the other left to the machine's noise.
 """
 
@@ -33,8 +34,17 @@ import _results
 from fastloop import ab
 from tests_support import installed_pth
 
-#: program -> the most ``FASTLOOP=1`` may add to its start-up, in ms
-BUDGETS_MS = {"pass": 1.0, "import tornado.web": 3.0, "import distributed": 5.0}
+#: program -> the most ``FASTLOOP=1`` may add to its start-up, in ms; None
+#: for one that makes an event loop, where the patches install: what a
+#: server pays once, shown beside the budgets rather than held to one.
+BUDGETS_MS: dict[str, float | None] = {
+    "pass": 1.0,
+    "import tornado.web": 3.0,
+    "import distributed": 5.0,
+    "import tornado.web, tornado.ioloop; tornado.ioloop.IOLoop().close()": None,
+}
+#: The program whose start-up ``--frontier`` splits into its parts.
+FRONTIER_PROGRAM = "import tornado.web, tornado.ioloop; tornado.ioloop.IOLoop().close()"
 CPU = 1
 
 
@@ -87,7 +97,7 @@ def program_row(
     code: str,
     env: dict[str, str],
     seconds: float,
-    budget_ms: float,
+    budget_ms: float | None,
     frontier: tuple[str, ...] = (),
 ) -> dict[str, object]:
     """``FASTLOOP=1`` against unset; with ``frontier``, each of those values of
@@ -134,7 +144,14 @@ def describe(row: dict[str, object]) -> str:
     for clock in ("wall", "cpu"):
         figures = row[clock]
         assert isinstance(figures, dict)
-        met = "met" if figures["added_high_ms"] <= row["budget_ms"] else "MISSED"
+        budget = row["budget_ms"]
+        met = (
+            "no budget"
+            if budget is None
+            else "met"
+            if figures["added_high_ms"] <= budget
+            else "MISSED"
+        )
         parts.append(
             f"{clock} {figures['unset_ms']:.1f} -> {figures['fastloop_ms']:.1f} ms, "
             f"added {figures['added_ms']:.2f} [{figures['added_low_ms']:.2f}, "
@@ -159,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--frontier",
         default="0,wakeup,write_to_fd,switchinterval",
-        help="FASTLOOP values timed beside FASTLOOP=1 for import tornado.web "
+        help="FASTLOOP values timed beside FASTLOOP=1 for the IOLoop program "
         "(0: start-up machinery, no patch; each patch alone)",
     )
     args = parser.parse_args(argv)
@@ -178,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         os.sched_setaffinity(0, {CPU})  # the children inherit it
     rows = []
     for code in args.programs:
-        frontier = tuple(args.frontier.split(",")) if "tornado" in code else ()
+        frontier = tuple(args.frontier.split(",")) if code == FRONTIER_PROGRAM else ()
         rows.append(program_row(code, env, args.seconds, BUDGETS_MS[code], frontier))
         print(describe(rows[-1]), flush=True)
         for value, cost in dict(rows[-1].get("frontier_cpu", {})).items():

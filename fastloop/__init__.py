@@ -15,7 +15,7 @@ pipeline), ``observers`` (watchdog, profiler, GIL measure), ``runtime``
 start-up hook imports ``fastloop.runtime.bootstrap``, hence this package,
 in every process started under ``FASTLOOP=1``: it imports nothing (not even
 ``typing`` or ``importlib``), and the first use of a public name completes a
-start-up that is still waiting for its first event loop import.
+start-up that is still waiting for the process's first event loop.
 
 PYTEST_DONT_REWRITE: pytest rewrites the asserts of every package that ships
 a pytest plugin, and warns when one was imported first, as the .pth does

@@ -188,14 +188,16 @@ def test_malformed_settings_print_one_line_and_the_rest_applies(
     assert lines[0].startswith(f"fastloop: ignoring {bad} in {variable}=")
 
 
-@pytest.mark.parametrize(
-    "first",
-    [
-        "import asyncio",
-        "import tornado.iostream",
-        "import fastloop; fastloop.installed()",
-    ],
-)
+#: Ways a process starts fastloop under FASTLOOP alone: its first asyncio
+#: loop, its first Tornado IOLoop, its first use of fastloop's API.
+FIRST_LOOPS = [
+    "import asyncio; asyncio.new_event_loop().close()",
+    "import tornado.ioloop; tornado.ioloop.IOLoop().close()",
+    "import fastloop; fastloop.installed()",
+]
+
+
+@pytest.mark.parametrize("first", FIRST_LOOPS)
 def test_settings_from_the_environment_apply(pth, first):
     code = f"{first}; from fastloop.config import settings; print(settings)"
     result = run(
@@ -206,8 +208,10 @@ def test_settings_from_the_environment_apply(pth, first):
     assert "write_cpu=True," in result.stdout
 
 
-#: What ``FASTLOOP=1`` may load before any event loop module is imported.
+#: What ``FASTLOOP=1`` may load before the first event loop: the start-up
+#: hook, and its import hook once asyncio is imported.
 DEFERRED = ["fastloop", "fastloop.runtime", "fastloop.runtime.bootstrap"]
+WAITING = [*DEFERRED, "fastloop.runtime.importhook"]
 LOADED = (
     "import sys; print(sorted(m for m in sys.modules if m.startswith('fastloop') "
     "or m in ('typing', 'logging', 're', 'asyncio', 'importlib', 'threading')))"
@@ -220,6 +224,62 @@ def test_set_waits_for_an_event_loop_import(pth):
     assert result.stdout.strip() == str(DEFERRED)
 
 
+@pytest.mark.parametrize("imports", ["asyncio", "tornado.web", "tornado.iostream"])
+def test_importing_without_a_loop_installs_nothing(pth, imports):
+    code = (
+        f"import {imports}, sys; "
+        "print(sorted(m for m in sys.modules if m.startswith('fastloop')))"
+    )
+    result = run(code, "1")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.strip() == str(WAITING)
+
+
+def test_the_first_asyncio_loop_is_made_patched(pth):
+    # wakeup coalesces only on a loop made while installed: the first one is.
+    code = (
+        "import asyncio; loop = asyncio.new_event_loop(); "
+        "from fastloop.patches.wakeup import _reads_for_us; "
+        "init = asyncio.BaseEventLoop.__init__; "
+        "print(_reads_for_us(loop), init.__code__.co_filename.endswith("
+        "'base_events.py'), hasattr(init, '__wrapped__')); loop.close()"
+    )
+    result = run(code, "1")
+    assert (result.returncode, result.stderr) == (0, "")
+    # fastloop's reader; BaseEventLoop.__init__ is stock's again, no stand-in
+    assert result.stdout.split() == ["True", "True", "False"]
+
+
+def test_first_loops_made_at_once_in_two_threads_are_both_patched(pth):
+    code = (
+        "import asyncio, threading\n"
+        "barrier = threading.Barrier(2); loops = []\n"
+        "def make():\n"
+        "    barrier.wait(); loops.append(asyncio.new_event_loop())\n"
+        "threads = [threading.Thread(target=make) for _ in range(2)]\n"
+        "[t.start() for t in threads]; [t.join() for t in threads]\n"
+        "from fastloop.patches.wakeup import _reads_for_us\n"
+        "print([_reads_for_us(loop) for loop in loops]); [l.close() for l in loops]"
+    )
+    result = run(code, "1")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.strip() == "[True, True]"
+
+
+def test_a_tornado_ioloop_on_uvloop_starts_fastloop(pth):
+    pytest.importorskip("uvloop")
+    code = (
+        "import asyncio, uvloop, tornado.ioloop, fastloop.runtime.bootstrap as b; "
+        "asyncio.set_event_loop_policy(uvloop.EventLoopPolicy()); "
+        "print(b._started); tornado.ioloop.IOLoop().close(); print(b._started); "
+        "import fastloop; print(sorted(fastloop.installed()))"
+    )
+    result = run(code, "1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["False", "True"]
+    assert "add_callback" in result.stdout
+
+
 def test_an_output_asked_for_starts_at_once(pth):
     result = run(LOADED, "1", env={"FASTLOOP_REPORT": "stderr"})
     assert result.returncode == 0
@@ -230,7 +290,7 @@ def test_an_output_asked_for_starts_at_once(pth):
 def test_a_bad_value_is_reported_when_fastloop_starts(pth):
     quiet = run("pass", "bogus")
     assert (quiet.returncode, quiet.stderr) == (0, "")
-    started = run("import asyncio", "bogus")
+    started = run(FIRST_LOOPS[0], "bogus")
     assert started.returncode == 0
     assert started.stderr.startswith("fastloop: ignoring 'bogus' in FASTLOOP=")
 
@@ -245,7 +305,7 @@ def targeting(*modules: str) -> str:
 @pytest.mark.parametrize(
     ("first", "expected"),
     [
-        ("import asyncio", targeting("asyncio.selector_events")),
+        (FIRST_LOOPS[0], targeting("asyncio.selector_events")),
         ("import tornado", "[]"),
         (
             "import tornado.ioloop",
@@ -256,16 +316,20 @@ def targeting(*modules: str) -> str:
             targeting("asyncio.selector_events", "tornado.ioloop", "tornado.iostream"),
         ),
         (
-            "import tornado.platform.asyncio",  # not tornado.iostream
+            FIRST_LOOPS[1],  # imports tornado.platform.asyncio, not tornado.iostream
+            targeting(
+                "asyncio.selector_events", "tornado.ioloop", "tornado.platform.asyncio"
+            ),
+        ),
+        (
+            "import tornado.platform.asyncio",  # looked up before its code runs
             targeting(
                 "asyncio.selector_events", "tornado.ioloop", "tornado.platform.asyncio"
             ),
         ),
     ],
 )
-def test_the_first_loop_import_installs_what_it_targets(pth, first, expected):
-    # Each target is imported in the middle of the first import (asyncio
-    # inside tornado.ioloop): a patch checked then would see half a module.
-    result = run(f"{first}, fastloop; print(sorted(fastloop.installed()))", "1")
+def test_start_up_installs_what_is_imported_and_arms_the_rest(pth, first, expected):
+    result = run(f"{first}; import fastloop; print(sorted(fastloop.installed()))", "1")
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout.strip() == expected

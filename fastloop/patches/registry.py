@@ -160,6 +160,10 @@ def install(patches: Iterable[str] | str | None = None) -> frozenset[str]:
             _state.declined.pop(name, None)
         for target in sorted({_state.patches[n].target for n in names}):
             module = sys.modules.get(target)
+            if getattr(getattr(module, "__spec__", None), "_initializing", False):
+                # Another thread is importing it: wait for the whole module
+                # (the import lock), never check half of one.
+                module = importlib.import_module(target)
             if module is not None:
                 _apply_requested(module)
             elif target not in _finder.targets:

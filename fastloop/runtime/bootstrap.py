@@ -8,23 +8,29 @@ at run time, and what a change of setting sets in motion, as each row of
 probe, the profiler, the switch interval, the exit report).
 
 Start-up comes in two steps.  ``start()`` is all the ``.pth`` line runs.
-Under ``FASTLOOP`` alone it puts a finder on ``sys.meta_path`` that waits
-for the first import of ``asyncio`` or ``tornado`` and imports nothing
-itself, so a process that never loads an event loop (a build step, a CLI,
-a pool's worker) pays for three small modules and no more.  ``run()``
-reads the settings and installs the patches: when that first import
-begins, or when the application first uses fastloop's own API, whichever
-comes first.  An output or an observer asked for by its variable
+Under ``FASTLOOP`` alone it waits for the process's first event loop and
+imports nothing itself: a process that never makes one (a build step, a
+CLI, a pool's worker, one that imports Tornado and exits) pays for three
+small modules and a finder.  ``run()`` reads the settings and installs the
+patches as the first loop is made: asyncio's ``BaseEventLoop.__init__``
+calls it first, through a stand-in put on the class once
+``asyncio.base_events`` has run, and taken off by ``run()`` once the
+patches are in; the first look-up of ``tornado.platform.asyncio`` (Tornado imports it
+as it makes its first IOLoop, on any asyncio loop, uvloop's too) calls it
+too, as does the application's first use of fastloop's own API.  The
+patches' targets are imported by then, so they apply at once, and every
+loop is made patched (``wakeup`` can only coalesce on a loop made while
+installed).  An output or an observer asked for by its variable
 (``OUTPUTS``: the exit report, the profile, the watchdog) is the process's
-whatever it imports, so any of those makes ``start()`` run at once, as the
+whatever it runs, so any of those makes ``start()`` run at once, as the
 paths' checks and the SIGTERM handler need.  It must not raise, and
-reports a bad setting in one line on stderr; each patch's module loads with
-its target module, the watchdog and the profiler only when their variable
-is set.
+reports a bad setting in one line on stderr; the watchdog and the profiler
+load only when their variable is set.
 """
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
 
@@ -34,62 +40,102 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
     from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any
 
 #: Activating variables besides ``FASTLOOP`` (``config.ACTIVATING``, which a
 #: test holds this to): each asks for something in every process.
 OUTPUTS = ("FASTLOOP_REPORT", "FASTLOOP_BLOCK_MS", "FASTLOOP_PROFILE")
 
-#: The first import of either begins ``run()``: every patch's target module
-#: is a submodule of one, and ``tornado`` is imported before any of its own.
-FIRST_IMPORTS = frozenset({"asyncio", "tornado"})
+#: Whose first look-up starts fastloop: Tornado imports it as it makes its
+#: first IOLoop, on asyncio's loops and uvloop's alike.
+TORNADO_LOOPS = "tornado.platform.asyncio"
+#: Whose ``BaseEventLoop.__init__`` starts fastloop, once its code has run.
+ASYNCIO_LOOPS = "asyncio.base_events"
 
 _started = False
 _exit_report_armed = False
+#: Held through ``run()``: a thread making its first loop while another
+#: installs waits, so that its loop too is made patched.  ``_thread``: no
+#: import at start-up.
+_running = _thread.RLock()
+#: (class, stock ``__init__``) while the first-loop stand-in is on the class.
+_armed: list[tuple[type, Any]] = []
 
 
-class _FirstImport:
-    """A ``sys.meta_path`` finder that calls ``run()`` when a loop module loads.
+class _FirstLoop:
+    """A ``sys.meta_path`` finder that waits for the first event loop.
 
-    It fires as the first of ``FIRST_IMPORTS`` is *looked up*, before any of
-    its code runs: so every patch target is still unimported (none can be
-    caught half-initialised by ``install()``), and the registry's hooks are
-    in place for each.  It then finds the module's spec itself, with the
-    finders behind it, and returns that: the import machinery iterates
-    ``sys.meta_path`` while this runs, and returning ends that loop, so
-    removing this finder from the list cannot make it skip another.
+    At the look-up of ``TORNADO_LOOPS`` it calls ``run()`` before any of
+    that module's code runs (so the registry's hook is in place for the
+    patches that target it); ``ASYNCIO_LOOPS`` it imports with a loader
+    that puts the first-loop stand-in on ``BaseEventLoop`` once the code
+    ran.  Either way it finds the spec itself, with the finders behind it,
+    and returns that: the import machinery iterates ``sys.meta_path`` while
+    this runs, and returning ends that loop, so removing this finder from
+    the list cannot make it skip another.
     """
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: object = None
     ) -> ModuleSpec | None:
-        if fullname not in FIRST_IMPORTS:
+        if fullname not in (TORNADO_LOOPS, ASYNCIO_LOOPS):
             return None
-        run()  # disarms this finder first
-        # Loaded by run() with the registry: no cost to the .pth line.
-        from fastloop.runtime.importhook import spec_behind
+        # Loaded here, not by the .pth line: asyncio is being imported.
+        from fastloop.runtime.importhook import spec_behind, spec_calling_back
 
+        if fullname == ASYNCIO_LOOPS:
+            return spec_calling_back(self, fullname, path, target, _arm_first_loop)
+        run()  # installs, then takes this finder off sys.meta_path
         return spec_behind(self, fullname, path, target)
 
 
-_first_import = _FirstImport()
+_first_loop = _FirstLoop()
+
+
+def _arm_first_loop(base_events: ModuleType) -> None:
+    """Put on ``BaseEventLoop`` an ``__init__`` that calls ``run()`` first."""
+    import functools
+
+    cls = base_events.BaseEventLoop
+    stock_init = cls.__dict__["__init__"]
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        run()  # installs, then puts stock_init back on the class
+        stock_init(self, *args, **kwargs)
+
+    with _running:
+        if _started or _armed:
+            return
+        _armed.append((cls, stock_init))
+        cls.__init__ = functools.update_wrapper(__init__, stock_init)
+
+
+def _disarm() -> None:
+    """Take the finder and the first-loop stand-in away (under ``_running``)."""
+    if _first_loop in sys.meta_path:
+        sys.meta_path.remove(_first_loop)
+    while _armed:
+        cls, stock_init = _armed.pop()
+        cls.__init__ = stock_init  # type: ignore[misc]
 
 
 def start() -> None:
-    """What the ``.pth`` line calls: ``run()`` now, or at the first loop import."""
+    """What the ``.pth`` line calls: ``run()`` now, or at the first event loop."""
     if _started:
         return
     if any(os.environ.get(variable) for variable in OUTPUTS) or any(
         name in sys.modules
-        for name in FIRST_IMPORTS  # another hook imported one
+        for name in (TORNADO_LOOPS, ASYNCIO_LOOPS)  # another hook imported one
     ):
         run()
-    elif _first_import not in sys.meta_path:
-        sys.meta_path.insert(0, _first_import)
+    elif _first_loop not in sys.meta_path:
+        sys.meta_path.insert(0, _first_loop)
 
 
 def run_if_deferred() -> None:
-    """The application uses fastloop's API before any loop module: start now."""
-    if _first_import in sys.meta_path:
+    """The application uses fastloop's API before its first loop: start now."""
+    if _first_loop in sys.meta_path or _armed:
         run()
 
 
@@ -106,11 +152,19 @@ def run() -> None:
     # for the venv, once for the prefixes it points at) and runs every .pth
     # line each time: act on the first call only.
     global _started
-    if _started:
-        return
-    _started = True
-    if _first_import in sys.meta_path:
-        sys.meta_path.remove(_first_import)
+    with _running:
+        if _started:
+            return
+        _started = True  # a nested call (same thread) returns at once
+        try:
+            _start_up()
+        finally:
+            # Only now: a thread making its first loop meanwhile found the
+            # stand-in, and waited above for the patches to be in place.
+            _disarm()
+
+
+def _start_up() -> None:
     if not activated(os.environ):
         return
     try:

@@ -9,14 +9,16 @@ fastloop no longer depends on wrapt for that reason.
 
 from __future__ import annotations
 
-import logging
 import sys
-from collections.abc import Callable, Sequence
-from importlib.machinery import ModuleSpec
-from types import ModuleType
-from typing import Any
 
-log = logging.getLogger("fastloop")
+# Loaded as ``asyncio`` is (``fastloop.runtime.bootstrap``): no ``typing``,
+# which asyncio does not import on every version; mypy reads it as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any
 
 
 class PostImportFinder:
@@ -41,12 +43,21 @@ class PostImportFinder:
     ) -> ModuleSpec | None:
         if fullname not in self.targets:
             return None
-        spec = spec_behind(self, fullname, path, target)
-        if spec is None:
-            return None
-        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            spec.loader = _HookedLoader(spec.loader, self._on_import)  # type: ignore[assignment]
-        return spec
+        return spec_calling_back(self, fullname, path, target, self._on_import)
+
+
+def spec_calling_back(
+    finder: object,
+    fullname: str,
+    path: Sequence[str] | None,
+    target: object,
+    on_import: Callable[[ModuleType], None],
+) -> ModuleSpec | None:
+    """``spec_behind``'s spec, its loader calling ``on_import`` once the code ran."""
+    spec = spec_behind(finder, fullname, path, target)
+    if spec is not None and hasattr(spec.loader, "exec_module"):
+        spec.loader = _HookedLoader(spec.loader, on_import)  # type: ignore[assignment]
+    return spec
 
 
 def spec_behind(
@@ -82,7 +93,11 @@ class _HookedLoader:
         try:
             self.on_import(module)
         except Exception as exc:  # the application's import must go on
-            log.warning("fastloop: patches on %s not applied: %r", module.__name__, exc)
+            import logging
+
+            logging.getLogger("fastloop").warning(
+                "fastloop: patches on %s not applied: %r", module.__name__, exc
+            )
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.loader, name)

@@ -27,7 +27,7 @@ def _chain() -> None:
 try:
     from fastloop.runtime import bootstrap
 
-    # As the .pth line: run() at the first import of an event loop module,
+    # As the .pth line: run() at the first event loop,
     # and then only if a FASTLOOP* activation variable is set.
     bootstrap.start()
 except Exception as exc:  # start-up must go on
