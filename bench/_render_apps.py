@@ -15,6 +15,11 @@ from typing import Any
 APPS = (
     ("http_busy.json", "Tornado HTTP server under wrk", "beside a busy thread"),
     ("http_uvloop.json", "Tornado HTTP server under wrk", "idle, asyncio and uvloop"),
+    (
+        "http_busy_uvloop.json",
+        "Tornado HTTP server under wrk",
+        "beside a busy thread, asyncio and uvloop",
+    ),
     ("dask.json", "dask LocalCluster", "idle"),
     ("dask_idle_aa.json", "dask LocalCluster", "idle, stock against stock too (A/A)"),
     ("dask_idle_long.json", "dask LocalCluster", "idle, two arms, more rounds"),
@@ -26,6 +31,7 @@ APPS = (
         "idle, with the stream patches; uvloop; direct_to_workers",
     ),
     ("dask_busy.json", "dask LocalCluster", "busy worker"),
+    ("dask_busy_uvloop.json", "dask LocalCluster", "busy worker, asyncio and uvloop"),
 )
 
 #: The targets the project set itself for whole applications:
