@@ -1,8 +1,8 @@
 """Another project's test suite under stock and under ``FASTLOOP=1``: outcomes and time.
 
-    python bench/outside_suites.py --cwd DIR [--rounds 3] [--json PATH] -- PYTEST_ARGS...
+    python bench/outside_suites.py --cwd DIR [--rounds 3] [--json PATH] -- ARGS...
 
-Runs ``python -m pytest PYTEST_ARGS`` in ``DIR`` (a checkout of the
+Runs ``python -m pytest ARGS`` in ``DIR`` (a checkout of the
 project's tests at the installed version's tag, which fastloop does not
 ship), once per arm per round, the order alternating round by round (A B,
 B A, ...). Reports, test by test, every outcome that differs between the
@@ -22,6 +22,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
+from typing import Any
 
 import _results
 from fastloop import ab
@@ -71,10 +72,10 @@ def one_run(cwd: Path, pytest_args: list[str], arm: str) -> dict[str, object]:
     }
 
 
-def slower_modules(runs: list[dict[str, object]]) -> list[tuple[str, float]]:
+def slower_modules(runs: list[dict[str, Any]]) -> list[tuple[str, float]]:
     """Test modules by the median over rounds of FASTLOOP=1's extra seconds."""
     extra: dict[str, list[float]] = {}
-    for index in sorted({int(run["round"]) for run in runs}):  # type: ignore[call-overload]
+    for index in sorted({run["round"] for run in runs}):
         pair = {run["arm"]: run["outcomes"] for run in runs if run["round"] == index}
         sums: dict[str, float] = {}
         for arm, sign in zip(ARMS, (-1.0, 1.0), strict=True):

@@ -15,9 +15,10 @@ small modules and a finder.  ``run()`` reads the settings and installs the
 patches as the first loop is made: asyncio's ``BaseEventLoop.__init__``
 calls it first, through a stand-in put on the class once
 ``asyncio.base_events`` has run, and taken off by ``run()`` once the
-patches are in; the first look-up of ``tornado.platform.asyncio`` (Tornado imports it
-as it makes its first IOLoop, on any asyncio loop, uvloop's too) calls it
-too, as does the application's first use of fastloop's own API.  The
+patches are in; the first look-up of ``tornado.platform.asyncio``
+(Tornado imports it as it makes its first IOLoop, on any asyncio loop,
+uvloop's too) calls it too, as does the application's first use of
+fastloop's own API.  The
 patches' targets are imported by then, so they apply at once, and every
 loop is made patched (``wakeup`` can only coalesce on a loop made while
 installed).  An output or an observer asked for by its variable
