@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import _results
+from _arms import without_fastloop
 from fastloop import ab
 
 ARMS = ("stock", "FASTLOOP=1")
@@ -48,7 +49,7 @@ def outcomes(junit: Path) -> dict[str, tuple[str, float]]:
 
 
 def one_run(cwd: Path, pytest_args: list[str], arm: str) -> dict[str, object]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    env = without_fastloop(dict(os.environ))
     if arm != "stock":
         env["FASTLOOP"] = arm.partition("=")[2]
     with tempfile.TemporaryDirectory() as scratch:

@@ -37,14 +37,14 @@ from tests_support import installed_pth
 #: program -> the most ``FASTLOOP=1`` may add to its start-up, in ms; None
 #: for one that makes an event loop, where the patches install: what a
 #: server pays once, shown beside the budgets rather than held to one.
+#: The program whose start-up ``--frontier`` splits into its parts.
+FRONTIER_PROGRAM = "import tornado.web, tornado.ioloop; tornado.ioloop.IOLoop().close()"
 BUDGETS_MS: dict[str, float | None] = {
     "pass": 1.0,
     "import tornado.web": 3.0,
     "import distributed": 5.0,
-    "import tornado.web, tornado.ioloop; tornado.ioloop.IOLoop().close()": None,
+    FRONTIER_PROGRAM: None,
 }
-#: The program whose start-up ``--frontier`` splits into its parts.
-FRONTIER_PROGRAM = "import tornado.web, tornado.ioloop; tornado.ioloop.IOLoop().close()"
 CPU = 1
 
 

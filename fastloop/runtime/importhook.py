@@ -96,7 +96,7 @@ class _HookedLoader:
             import logging
 
             logging.getLogger("fastloop").warning(
-                "fastloop: patches on %s not applied: %r", module.__name__, exc
+                "fastloop: hook after importing %s failed: %r", module.__name__, exc
             )
 
     def __getattr__(self, name: str) -> Any:
