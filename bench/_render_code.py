@@ -157,6 +157,20 @@ def preload_log() -> list[str]:
     ]
 
 
+def dask_settings_table() -> list[str]:
+    """Each setting's key in dask's config and its preload argument."""
+    from fastloop.dask import settings as dask_settings
+
+    variables = ["FASTLOOP", *(row.variable for row in config.SETTINGS)]
+    lines = [
+        "| dask config | preload argument | variable |",
+        "|---|---|---|",
+    ]
+    for key, variable in zip(dask_settings.keys(), variables, strict=True):
+        lines.append(f"| `{dask_settings.SECTION}.{key}` | `--{key}` | `{variable}` |")
+    return lines
+
+
 def records() -> list[Patch]:
     """Every patch's record, its module imported (which needs its target)."""
     return [importlib.import_module(module).PATCH for _, _, module, _ in RECORDS]

@@ -43,6 +43,7 @@ BLOCKS: tuple[tuple[str, str, Callable[[], list[str]]], ...] = (
     ("docs/prometheus.md", "metrics", _render_results.render_metrics),
     ("docs/adopting.md", "preload-log", _render_code.preload_log),
     ("docs/adopting.md", "settings", _render_code.settings_table),
+    ("docs/adopting.md", "dask-settings", _render_code.dask_settings_table),
     ("docs/adopting.md", "run-flags", _render_code.run_usage),
     ("docs/api.md", "cli", _render_code.cli_usage),
     ("docs/api.md", "configure", _render_code.configure_keywords),

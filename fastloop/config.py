@@ -34,7 +34,7 @@ class Problem:
     __slots__ = ("accepted", "bad", "value", "variable")
 
     def __init__(
-        self, variable: str, value: str, bad: tuple[str, ...], accepted: str
+        self, variable: str, value: str | None, bad: tuple[str, ...], accepted: str
     ) -> None:
         self.variable = variable
         self.value = value
@@ -43,10 +43,10 @@ class Problem:
 
     def __str__(self) -> str:
         tokens = ", ".join(repr(t) for t in self.bad)
-        return (
-            f"fastloop: ignoring {tokens} in {self.variable}={self.value!r}; "
-            f"accepted: {self.accepted}"
+        where = (
+            self.variable if self.value is None else f"{self.variable}={self.value!r}"
         )
+        return f"fastloop: ignoring {tokens} in {where}; accepted: {self.accepted}"
 
 
 class SettingError(ValueError):
@@ -529,6 +529,12 @@ class Settings:
 
 
 settings = Settings()
+
+#: Where each setting's value came from, for those a source set: its
+#: variable, ``fastloop.configure()``, or in a dask server the preload's
+#: argument or dask's config (``fastloop.dask.settings``).  Doctor and the
+#: preload's log line show it.
+sources: dict[str, str] = {}
 
 
 def parse_setting(name: str, value: object) -> object:

@@ -53,6 +53,21 @@ def _no_patches_leak() -> Iterator[None]:
     fastloop.uninstall()
 
 
+@pytest.fixture(autouse=True)
+def _no_settings_leak() -> Iterator[None]:
+    """A test that changes settings (a preload in this process, say) undoes it."""
+    from fastloop import config
+
+    saved = {row.name: getattr(config.settings, row.name) for row in config.SETTINGS}
+    sources = dict(config.sources)
+    yield
+    changed = {n: v for n, v in saved.items() if getattr(config.settings, n) != v}
+    if changed:
+        fastloop.configure(**changed)
+    config.sources.clear()
+    config.sources.update(sources)
+
+
 @pytest.fixture(scope="session")
 def tls() -> tuple[ssl.SSLContext, ssl.SSLContext]:
     """(server, client) TLS contexts trusting one throwaway authority."""

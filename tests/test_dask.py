@@ -6,6 +6,8 @@ and runs these.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -125,6 +127,50 @@ def test_preload_through_dask_config():
         check(cluster_stats(client), workers=1)
 
 
+def _settings_and_sources():
+    from fastloop import config
+
+    names = ("block_ms", "switch_budget", "poll_us")
+    return (
+        {name: getattr(config.settings, name) for name in names},
+        {name: config.sources.get(name) for name in names},
+    )
+
+
+def test_settings_from_dask_config_preload_arguments_and_variables(monkeypatch):
+    """In worker processes: a variable beats a preload argument beats dask config."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    monkeypatch.setenv("FASTLOOP_POLL_US", "3")  # the worker processes inherit it
+    section = {
+        "fastloop.patches": ["add_callback", "write_to_fd"],
+        "fastloop.block-ms": 4000,
+        "fastloop.switch-budget": 0.02,
+        "fastloop.poll-us": 1,
+    }
+    with (
+        dask.config.set(section),  # the nanny passes its config to the worker
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            preload=["fastloop.dask"],
+            preload_argv=["--switch-budget", "0.03"],
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        assert list(client.run(installed).values()) == [["add_callback", "write_to_fd"]]
+        [(values, sources)] = client.run(_settings_and_sources).values()
+    assert values == {"block_ms": 4000.0, "switch_budget": 0.03, "poll_us": 3.0}
+    assert sources == {
+        "block_ms": "dask config fastloop.block-ms",
+        "switch_budget": "preload argument --switch-budget",
+        "poll_us": "FASTLOOP_POLL_US",
+    }
+
+
 def test_separate_scheduler_and_worker_processes_over_tcp(tmp_path):
     from distributed import Client
 
@@ -133,7 +179,7 @@ def test_separate_scheduler_and_worker_processes_over_tcp(tmp_path):
     # The worker unpickles this module's functions: let it import them.
     here = os.path.dirname(os.path.abspath(__file__))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
-    common = ["--scheduler-file", str(scheduler_file), "--preload", "fastloop.dask"]
+    preload = ["--preload", "fastloop.dask"]
     scheduler = subprocess.Popen(
         [
             sys.executable,
@@ -143,7 +189,9 @@ def test_separate_scheduler_and_worker_processes_over_tcp(tmp_path):
             "--host",
             "127.0.0.1",
             "--no-dashboard",
-            *common,
+            "--scheduler-file",
+            str(scheduler_file),
+            *preload,
         ],
         env=env,
         stdout=subprocess.DEVNULL,
@@ -152,20 +200,26 @@ def test_separate_scheduler_and_worker_processes_over_tcp(tmp_path):
     worker = None
     try:
         deadline = time.monotonic() + 60
-        while not scheduler_file.exists() and time.monotonic() < deadline:
+        address = None
+        while address is None and time.monotonic() < deadline:
             time.sleep(0.1)
+            with contextlib.suppress(OSError, ValueError):  # not yet, or half written
+                address = json.loads(scheduler_file.read_text())["address"]
         worker = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
                 "dask",
                 "worker",
+                address,
                 "--nthreads",
                 "1",
                 "--no-dashboard",
                 "--host",
                 "127.0.0.1",
-                *common,
+                *preload,
+                "--switch-budget",  # the preload's argument, as dask's docs place it
+                "0.03",
             ],
             env=env,
             stdout=subprocess.DEVNULL,
@@ -175,6 +229,8 @@ def test_separate_scheduler_and_worker_processes_over_tcp(tmp_path):
             client.wait_for_workers(1, timeout=60)
             assert list(client.run(installed).values()) == [ALL]
             assert client.run_on_scheduler(installed) == ALL
+            [(values, _)] = client.run(_settings_and_sources).values()
+            assert values["switch_budget"] == 0.03
             exercise(client)
             result = cluster_stats(client)
         check(result, workers=1)
@@ -188,7 +244,6 @@ def test_separate_scheduler_and_worker_processes_over_tcp(tmp_path):
 
 def test_worker_under_a_nanny_stopped_by_sigterm_leaves_report_and_profile(tmp_path):
     """As Kubernetes stops a pod: SIGTERM to ``dask worker`` (nanny and worker)."""
-    import json
     import signal
 
     from distributed import Client
@@ -287,9 +342,9 @@ def test_uvloop_unused_is_seen_while_a_server_runs_on_asyncio():
 
 
 def test_the_scheduler_preload_logs_proxied_calls_once(monkeypatch, caplog):
-    import fastloop.dask
+    import fastloop.dask.advice
 
-    monkeypatch.setattr(fastloop.dask, "PROXY_CHECK_MS", 20)
+    monkeypatch.setattr(fastloop.dask.advice, "PROXY_CHECK_MS", 20)
     caplog.set_level("INFO", logger="distributed.preloading")
     with (
         distributed.LocalCluster(

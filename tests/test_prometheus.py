@@ -209,11 +209,11 @@ def test_without_prometheus_client_register_names_the_extra():
 def test_without_prometheus_client_the_dask_preload_logs_one_line_and_goes_on(
     caplog,
 ):
-    from fastloop.dask import dask_setup
+    from fastloop.dask import setup
 
     # The preload speaks on dask's own logger, the one dask's logs show.
     with caplog.at_level(logging.INFO, logger="distributed.preloading"):
-        dask_setup(object())
+        setup(object())
     assert sorted(fastloop.installed()) == default_set()
     [line] = [r.getMessage() for r in caplog.records if "Prometheus" in r.getMessage()]
     assert "tornado-fastloop[prometheus]" in line

@@ -12,6 +12,10 @@ from typing import Any
 
 from fastloop.cli._arguments import Commands
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from fastloop.dask import settings as dask_config
+
 LOOPS = ("asyncio", "uvloop")
 
 
@@ -154,29 +158,31 @@ def diagnose(
     import fastloop
     from fastloop import config
     from fastloop.cli import run
+    from fastloop.dask import settings as dask_config
     from fastloop.observers import watchdog
     from fastloop.patches import gil_enabled, registry
 
     env = dict(os.environ if environ is None else environ)
-    requested, problems = config.patches_from_environ(
-        env, registry.known(), registry.default_set()
-    )
-    _, setting_problems = config.settings_from_environ(env)
-    problems += setting_problems
+    section = dask_config.dask_section()
+    chosen = dask_config.choose(env, (), section)
     running = watchdog.process_watchdog()
     loop = loop or current_loop()
     verdicts, by_design = _verdicts(loop)
     with _policy(loop):
         loop_class = _loop_kind()
-    wanted = (
-        list(registry.default_set())
-        if requested is None or not env.get("FASTLOOP")
-        else sorted(requested)
+    wanted = sorted(
+        registry.default_set() if chosen.patches is None else chosen.patches
     )
-    settings = {"FASTLOOP": env.get("FASTLOOP", "(unset)")}
-    settings.update(
-        (row.variable, row.doctor(env.get(row.variable))) for row in config.SETTINGS
-    )
+    patches = env.get("FASTLOOP", "(unset)")
+    if chosen.sources["patches"] != "FASTLOOP":
+        patches = str(_section_value(section or {}, "patches") or patches)
+    settings = {"FASTLOOP": _from(patches, chosen, "patches")}
+    for row in config.SETTINGS:
+        source = chosen.sources[row.name]
+        raw = env.get(row.variable)
+        if source not in (row.variable, dask_config.DEFAULT):
+            raw = str(_section_value(section or {}, row.name))
+        settings[row.variable] = _from(row.doctor(raw), chosen, row.name)
     snapshot = fastloop.stats()
     return {
         "python": f"{platform.python_implementation()} {platform.python_version()}",
@@ -206,10 +212,26 @@ def diagnose(
         "dask": dask_settings(),
         "requested": wanted,
         "settings": settings,
-        "problems": [str(p) for p in problems],
-        "ok": not problems
+        "problems": [str(p) for p in chosen.problems],
+        "ok": not chosen.problems
         and all(verdicts.get(name) is None or name in by_design for name in wanted),
     }
+
+
+def _section_value(section: dict[str, Any], name: str) -> object:
+    """A setting's value in dask's section, whichever of ``_`` or ``-`` it uses."""
+    for raw_key, value in section.items():
+        if str(raw_key).replace("-", "_") == name:
+            return value
+    return None
+
+
+def _from(line: str, chosen: dask_config.Chosen, name: str) -> str:
+    """A settings line, with where its value came from when not a variable."""
+    source = chosen.sources[name]
+    if source.startswith("dask config"):
+        return f"{line} (from {source})"
+    return line
 
 
 def _watchdog_line(state: dict[str, Any]) -> str:

@@ -180,6 +180,7 @@ def _start_up() -> None:
             print(problem, file=sys.stderr)
         for name, value in chosen.items():
             setattr(config.settings, name, value)
+            config.sources[name] = config.BY_NAME[name].variable
         follow(name for name, value in chosen.items() if value is not None)
         if os.environ.get("FASTLOOP") and (names is None or names):
             registry.install(names)
@@ -206,8 +207,16 @@ def configure(**changes: object) -> None:
             raise ValueError(
                 f"fastloop setting {name}={value!r}: expected {accepted}"
             ) from None
+    apply(parsed, dict.fromkeys(parsed, "fastloop.configure()"))
+
+
+def apply(parsed: Mapping[str, object], sources: Mapping[str, str]) -> None:
+    """Set already parsed settings, note where each came from, and follow them."""
+    from fastloop import config
+
     for name, value in parsed.items():
         setattr(config.settings, name, value)
+        config.sources[name] = sources[name]
     follow(parsed)
 
 

@@ -512,4 +512,4 @@ WRITE_TO_FD = _known(PerStreamTallies("WriteStats", state={"timed_at": 0, "weigh
 GIL = _known(LockedTally("GilStats"))
 SWITCHINTERVAL = _known(LockedTally("SwitchIntervalStats"))
 WATCHDOG = _known(LockedTally("WatchdogStats"))
-DASK = _known(Polled("DaskStats", "fastloop.dask:figures"))
+DASK = _known(Polled("DaskStats", "fastloop.dask.advice:figures"))
