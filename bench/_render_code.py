@@ -171,6 +171,14 @@ def dask_settings_table() -> list[str]:
     return lines
 
 
+def prometheus_rules() -> list[str]:
+    """fastloop/rules/prometheus.yml, as shipped."""
+    from fastloop.rules import PROMETHEUS
+
+    with open(PROMETHEUS, encoding="utf-8") as rules:
+        return ["```yaml", *rules.read().splitlines(), "```"]
+
+
 def records() -> list[Patch]:
     """Every patch's record, its module imported (which needs its target)."""
     return [importlib.import_module(module).PATCH for _, _, module, _ in RECORDS]

@@ -41,6 +41,7 @@ BLOCKS: tuple[tuple[str, str, Callable[[], list[str]]], ...] = (
     ("docs/gil.md", "policy", _render_code.policy_constants),
     ("docs/blocking.md", "observe", _render_results.render_observe),
     ("docs/prometheus.md", "metrics", _render_results.render_metrics),
+    ("docs/prometheus.md", "rules", _render_code.prometheus_rules),
     ("docs/adopting.md", "preload-log", _render_code.preload_log),
     ("docs/adopting.md", "settings", _render_code.settings_table),
     ("docs/adopting.md", "dask-settings", _render_code.dask_settings_table),

@@ -7,8 +7,15 @@ without ``distributed`` (a plain ``pytest``); ``.ci/run`` installs it.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import shutil
+import socket
+import subprocess
 import time
+import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +33,7 @@ from tests_support import declared_metrics  # noqa: E402
 
 FAMILIES = set(declared_metrics(Snapshot)) - {"fastloop_patch_installed"}
 PAYLOAD = 1_000_000
+PROMETHEUS = shutil.which("prometheus")
 
 
 def payload(n):
@@ -145,3 +153,142 @@ def assert_watchdog_beats(port):
         time.sleep(0.25)
     assert running == 1
     assert beats > 0
+
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _query(base, path, **params):
+    url = f"{base}{path}?{urllib.parse.urlencode(params)}"
+    with urllib.request.urlopen(url, timeout=30) as response:
+        answer = json.loads(response.read())
+    assert answer["status"] == "success", answer
+    return answer["data"]
+
+
+def _until(what, deadline_s=90):
+    deadline = time.monotonic() + deadline_s
+    while True:
+        found = what()
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)
+
+
+def _docs_promql():
+    """The PromQL examples of docs/prometheus.md, a line each."""
+    page = Path(__file__).resolve().parents[1] / "docs" / "prometheus.md"
+    block = page.read_text().split("```promql\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line and not line.startswith("#")]
+
+
+@contextlib.contextmanager
+def _prometheus(tmp_path, targets):
+    """A real Prometheus (Debian's package) scraping ``targets`` every second,
+    with fastloop's rules, on a port of 127.0.0.1; yields its base URL."""
+    from fastloop.rules import PROMETHEUS as RULES
+
+    port = _free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        json.dumps(  # yaml is a superset of JSON
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "rule_files": [RULES],
+                "scrape_configs": [
+                    {
+                        "job_name": "dask",
+                        "scrape_timeout": "1s",
+                        "static_configs": [{"targets": targets}],
+                    }
+                ],
+            }
+        )
+    )
+    server = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={config}",
+         f"--storage.tsdb.path={tmp_path / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+
+        def ready():
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(f"{base}/-/ready", timeout=5),
+            ):
+                return True
+            assert server.poll() is None, server.stderr.read() if server.stderr else ""
+            return False
+
+        assert _until(ready, 60)
+        yield base
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+@pytest.mark.skipif(
+    PROMETHEUS is None, reason="needs prometheus (Debian); .ci/run installs it"
+)
+def test_a_real_prometheus_scrapes_the_cluster_and_the_rules_work(
+    tmp_path, monkeypatch
+):
+    """Every family reaches Prometheus, the docs' PromQL answers, and a
+    blocked loop sets its alert pending."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    with (
+        dask.config.set({"fastloop.block-ms": 100}),  # the workers' watchdog
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+            preload=["fastloop.dask"],
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        (port,) = client.run(worker_http_port).values()
+        scheduler = client.run_on_scheduler(scheduler_http_port)
+        targets = [f"127.0.0.1:{port}", f"127.0.0.1:{scheduler}"]
+        with _prometheus(tmp_path, targets) as base:
+
+            def scraped_twice():
+                samples = _query(base, "/api/v1/query", query="count_over_time(up[1m])")
+                return len(samples["result"]) == 2 and all(
+                    float(s["value"][1]) >= 2 for s in samples["result"]
+                )
+
+            assert _until(scraped_twice)
+            names = set(_query(base, "/api/v1/label/__name__/values"))
+            missing = [
+                family
+                for family in FAMILIES | {"fastloop_patch_installed"}
+                if not {family, f"{family}_total", f"{family}_count"} & names
+            ]
+            assert missing == []
+            for expression in _docs_promql():
+                result = _query(base, "/api/v1/query", query=expression)["result"]
+                assert result, expression
+
+            client.run(time.sleep, 2.5)  # on the worker's event loop: it blocks
+
+            def pending():
+                alerts = _query(base, "/api/v1/alerts")["alerts"]
+                return [
+                    a
+                    for a in alerts
+                    if a["labels"]["alertname"] == "FastloopLoopBlocked"
+                ]
+
+            [alert] = _until(pending)
+            assert alert["state"] == "pending"  # its `for` is 2 minutes
+            assert alert["labels"]["instance"] == targets[0]
