@@ -147,12 +147,15 @@ def patch_names() -> list[str]:
 
 
 def preload_log() -> list[str]:
-    """What the dask preload logs in a worker with the default set."""
+    """What the dask preload logs in a worker with the default set, where
+    gilknocker is not installed (dask's default config)."""
+    from fastloop.dask.gil import fastloop_source
+
     active = ", ".join(sorted(registry.default_set()))
     return [
         "```",
         "distributed.preloading - INFO - fastloop: preload in Worker: patches "
-        f"{active} active",
+        f"{active} active; GIL contention from {fastloop_source('1ms')}",
         "```",
     ]
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import _render_apps
 import _render_code
+import _render_dask
 import _render_front
 import _render_gil
 import _render_results
@@ -43,6 +44,9 @@ BLOCKS: tuple[tuple[str, str, Callable[[], list[str]]], ...] = (
     ("docs/prometheus.md", "metrics", _render_results.render_metrics),
     ("docs/prometheus.md", "rules", _render_code.prometheus_rules),
     ("docs/adopting.md", "preload-log", _render_code.preload_log),
+    ("docs/dask.md", "preload-log-gil", _render_code.preload_log),
+    ("docs/dask.md", "gil-agreement", _render_dask.gil_agreement),
+    ("docs/dask.md", "gil-cost", _render_dask.gil_cost),
     ("docs/adopting.md", "settings", _render_code.settings_table),
     ("docs/adopting.md", "dask-settings", _render_code.dask_settings_table),
     ("docs/adopting.md", "run-flags", _render_code.run_usage),

@@ -386,3 +386,69 @@ def test_doctor_gives_the_dask_settings_and_their_measured_gains():
     ):
         settled = doctor.diagnose({}, loop="asyncio")["dask"]
     assert settled == {"direct_to_workers": True, "event_loop": "uvloop", "advice": []}
+
+
+def spin(seconds):
+    """A task that holds the GIL in pure Python for ``seconds``."""
+    end = time.monotonic() + seconds
+    n = 0
+    while time.monotonic() < end:
+        n += 1
+    return n
+
+
+def gil_contention_source(dask_worker):
+    return type(dask_worker.monitor._gilknocker).__name__
+
+
+def heartbeat_contention(dask_scheduler):
+    return [ws.metrics.get("gil_contention") for ws in dask_scheduler.workers.values()]
+
+
+def test_gil_contention_reaches_dask_without_gilknocker(tmp_path, monkeypatch, caplog):
+    """dask's monitor, its heartbeat metrics (the dashboard's GIL plots) and
+    its own Prometheus counter get fastloop's figure when gilknocker is absent."""
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "gilknocker.py").write_text("raise ImportError('hidden by the test')\n")
+    # Spawned workers start from this process's sys.path (multiprocessing).
+    monkeypatch.syspath_prepend(str(hidden))
+    with (
+        distributed.LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            preload=["fastloop.dask"],
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        assert list(client.run(gil_contention_source).values()) == ["TickContention"]
+        calm = client.run_on_scheduler(heartbeat_contention)
+        busy = client.submit(spin, 30.0, pure=False)
+        deadline = time.monotonic() + 25
+        seen = calm
+        while time.monotonic() < deadline:
+            seen = client.run_on_scheduler(heartbeat_contention)
+            if seen[0] is not None and seen[0] > 0.3:
+                break
+            time.sleep(0.25)
+        (port,) = client.run(worker_http_port).values()
+        metrics = scrape_text(port)
+        client.cancel(busy)
+    assert calm[0] is not None and calm[0] < 0.3
+    assert seen[0] > 0.3  # a thread waking every ms would wait most of the time
+    total = [line for line in metrics.splitlines() if line.startswith(
+        "dask_worker_gil_contention")]  # fmt: skip
+    assert total and float(total[0].split()[-1]) > 0, metrics[:2000]
+
+
+def worker_http_port(dask_worker):
+    return dask_worker.http_server.port
+
+
+def scrape_text(port):
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as r:
+        return r.read().decode()

@@ -38,7 +38,6 @@ from typing import Any
 
 import fastloop
 from fastloop import config
-from fastloop.dask import advice, settings
 from fastloop.patches import registry
 
 #: dask configures the ``distributed`` logger at INFO and shows it by
@@ -48,6 +47,9 @@ log = logging.getLogger("distributed.preloading")
 
 def setup(server: object, arguments: Sequence[str] = ()) -> None:
     """The preload's work, once in each scheduler, worker or nanny process."""
+    # Here, not at the top: stats() imports this package in every process
+    # (for advice.figures), dask or not, at exit too.
+    from fastloop.dask import advice, dashboard, gil, settings
     from fastloop.runtime import bootstrap
 
     chosen = settings.choose(os.environ, arguments, settings.dask_section())
@@ -67,17 +69,25 @@ def setup(server: object, arguments: Sequence[str] = ()) -> None:
     declined = [
         f"{n} ({why})" for n, why in verdicts.items() if why and n not in active
     ]
+    contention = gil.supply(server)
+    page = None
+    if type(server).__name__ == "Worker":
+        dashboard.add_to_worker(server)
+    elif type(server).__name__ == "Scheduler":
+        page = dashboard.add_to_scheduler(server)
     chose = [
         f"{settings.key(name)}={value} ({chosen.sources[name]})"
         for name, value in chosen.values.items()
         if chosen.sources[name] != config.BY_NAME[name].variable
     ]
     log.info(
-        "fastloop: preload in %s: patches %s active%s%s",
+        "fastloop: preload in %s: patches %s active%s%s%s%s",
         type(server).__name__,
         ", ".join(sorted(active)) or "none",
         f"; declined: {'; '.join(declined)}" if declined else "",
         f"; settings: {', '.join(chose)}" if chose else "",
+        f"; GIL contention from {contention}" if contention else "",
+        f"; dashboard page {page}" if page else "",
     )
     _export_metrics()
     advice.advise(server)
@@ -104,12 +114,21 @@ def _click_command() -> Any:
     return dask_setup
 
 
-try:
-    #: dask's preload hook (distributed depends on click; without it there is
-    #: no dask server to preload into, and ``setup`` is the hook).
-    dask_setup = _click_command()
-except ImportError:
-    dask_setup = setup
+def __getattr__(name: str) -> Any:
+    """``dask_setup``, dask's preload hook, made when dask first asks for it.
+
+    Made late so that importing this package never imports click; without
+    click (which distributed depends on) there is no dask server to preload
+    into, and ``setup`` itself is the hook.
+    """
+    if name != "dask_setup":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        hook = _click_command()
+    except ImportError:
+        hook = setup
+    globals()["dask_setup"] = hook
+    return hook
 
 
 def _export_metrics() -> None:

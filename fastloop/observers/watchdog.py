@@ -21,6 +21,7 @@ after the block did.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
@@ -42,6 +43,14 @@ DEFAULT_THRESHOLD_MS = 100.0
 STACK_LIMIT = 40
 
 _clock = time.monotonic_ns
+
+#: Where the latest blocked episode's loop was stuck: its innermost frame.
+_last_stuck: str | None = None
+
+
+def last_stuck() -> str | None:
+    """``function (file:line)`` where the latest blocked loop was running, if any."""
+    return _last_stuck
 
 
 class _Watched:
@@ -177,10 +186,15 @@ class Watchdog:
         )
 
     def _log_blocked(self, watched: _Watched, blocked_ns: int) -> None:
-        if not log.isEnabledFor(logging.WARNING):
-            return
+        global _last_stuck
         thread = ioloops.running_thread(watched.loop) or watched.thread
         frame = sys._current_frames().get(thread) if thread is not None else None
+        if frame is not None:
+            code = frame.f_code
+            line = f"{os.path.basename(code.co_filename)}:{frame.f_lineno}"
+            _last_stuck = f"{code.co_name} ({line})"
+        if not log.isEnabledFor(logging.WARNING):
+            return
         if frame is None:  # uvloop names its thread only once a heartbeat ran
             where = "  (its thread is not known yet: no heartbeat has run on it)\n"
         else:
