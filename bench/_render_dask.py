@@ -70,4 +70,49 @@ def gil_cost() -> list[str]:
                 f"| {_ratio(row.get('p50_s_vs_stock'))} "
                 f"| {_ratio(row.get('compute_per_s_vs_stock'))} | {beside} |"
             )
+    lines += ["", _gilknocker_verdict(data)]
+    aborted: dict[str, list[int]] = {}
+    for scenario in data["scenarios"]:
+        for arm, runs in scenario["runs"].items():
+            counts = aborted.setdefault(arm, [0, 0])
+            counts[0] += sum(run["exit_status"] != 0 for run in runs)
+            counts[1] += len(runs)
+    lines += [
+        "",
+        "Runs whose process ended abnormally after its figures were taken: "
+        + ", ".join(f"{arm} {bad} of {total}" for arm, (bad, total) in aborted.items())
+        + ".",
+    ]
     return lines
+
+
+def _gilknocker_verdict(data: dict[str, Any]) -> str:
+    """Whether gilknocker's probe cost anything measurable, from its ratios."""
+    ratios = [
+        (f"{_threads(scenario['threads'])}, {what} {against}", row[key])
+        for scenario in data["scenarios"]
+        for arm, row in scenario["rows"].items()
+        for what in ("p50", "compute")
+        for against in ("against stock", "beside fastloop")
+        if (arm == "gilknocker") == (against == "against stock")
+        and (key := _key(what, against)) in row
+    ]
+    shown = "; ".join(
+        f"{name} {_ratio(r)}" for name, r in ratios if not r["low"] <= 1.0 <= r["high"]
+    )
+    if not shown:
+        return (
+            "gilknocker's 1 ms probe cost nothing measurable here: each of its "
+            f"{len(ratios)} ratios above has 1.00 inside its interval (wide: busy "
+            "workers on two shared cores)."
+        )
+    return (
+        f"Of gilknocker's {len(ratios)} ratios above, these leave 1.00 outside "
+        f"their interval: {shown}; the others have it inside (wide intervals: "
+        "busy workers on two shared cores)."
+    )
+
+
+def _key(what: str, against: str) -> str:
+    measure = "p50_s" if what == "p50" else "compute_per_s"
+    return f"{measure}_vs_{'stock' if against == 'against stock' else 'FASTLOOP=1'}"

@@ -18,7 +18,9 @@ Four arms, a fresh cluster for each arm of each round:
 
 Measured: the calls' p50 and the task threads' compute rate, paired per
 round against stock, and gilknocker's cost beside fastloop
-(``FASTLOOP=1+gilknocker`` against ``FASTLOOP=1``).  Hiding gilknocker is a
+(``FASTLOOP=1+gilknocker`` against ``FASTLOOP=1``).  A run whose process
+ends abnormally after printing its figures keeps them, with its exit
+status (a native thread can abort a process at exit).  Hiding gilknocker is a
 module of that name that raises ImportError, first on ``sys.path``: the
 spawned worker processes start from the client's ``sys.path``.
 """
@@ -150,12 +152,18 @@ def one_run(
     env = without_fastloop(dict(os.environ))
     if fastloop:
         env["FASTLOOP"] = "1"
-    out = subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(threads), str(rate), str(seconds),
          "" if visible else hidden, "1" if fastloop else "0"],
-        env=env, capture_output=True, text=True, check=True, timeout=600,
-    ).stdout  # fmt: skip
-    run: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:  # it failed before measuring
+        raise subprocess.CalledProcessError(
+            done.returncode, arm, done.stdout, done.stderr
+        )
+    run: dict[str, Any] = json.loads(lines[-1])
+    run["exit_status"] = done.returncode  # see the module's docstring
     assert run["source"] == SOURCES[arm], (arm, run["source"])
     return run
 
@@ -221,7 +229,8 @@ def plot(path: Path, scenarios: list[dict[str, Any]]) -> None:
         pairs = scenario["agreement"]["pairs"]
         axis.plot(
             [p[0] for p in pairs], [p[1] for p in pairs], "o", markersize=4,
-            alpha=0.6, label=f"{scenario['threads']} task threads",
+            alpha=0.6, label=f"{scenario['threads']} task thread"
+            + ("" if scenario["threads"] == 1 else "s"),
         )  # fmt: skip
     axis.plot([0, 1], [0, 1], "-", color="grey", linewidth=0.8)
     axis.set_xlabel("gilknocker (dask's 1 ms probe)")

@@ -57,13 +57,14 @@ def _no_patches_leak() -> Iterator[None]:
 def _no_settings_leak() -> Iterator[None]:
     """A test that changes settings (a preload in this process, say) undoes it."""
     from fastloop import config
+    from fastloop.runtime import bootstrap
 
     saved = {row.name: getattr(config.settings, row.name) for row in config.SETTINGS}
     sources = dict(config.sources)
     yield
     changed = {n: v for n, v in saved.items() if getattr(config.settings, n) != v}
-    if changed:
-        fastloop.configure(**changed)
+    if changed:  # the saved values are parsed already: set them as they were
+        bootstrap.apply(changed, dict.fromkeys(changed, "test teardown"))
     config.sources.clear()
     config.sources.update(sources)
 

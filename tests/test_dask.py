@@ -217,8 +217,9 @@ def test_separate_scheduler_and_worker_processes_over_tcp(tmp_path):
                 "--no-dashboard",
                 "--host",
                 "127.0.0.1",
-                *preload,
-                "--switch-budget",  # the preload's argument, as dask's docs place it
+                "--preload",
+                "fastloop.dask.cli",  # the preload that takes arguments there
+                "--switch-budget",
                 "0.03",
             ],
             env=env,
@@ -416,7 +417,7 @@ def test_gil_contention_reaches_dask_without_gilknocker(tmp_path, monkeypatch, c
     with (
         distributed.LocalCluster(
             n_workers=1,
-            threads_per_worker=1,
+            threads_per_worker=2,
             processes=True,
             dashboard_address=None,
             preload=["fastloop.dask"],
@@ -425,7 +426,9 @@ def test_gil_contention_reaches_dask_without_gilknocker(tmp_path, monkeypatch, c
     ):
         assert list(client.run(gil_contention_source).values()) == ["TickContention"]
         calm = client.run_on_scheduler(heartbeat_contention)
-        busy = client.submit(spin, 30.0, pure=False)
+        # Two threads holding the GIL by turns: beside one, auto mode's short
+        # interval would soon leave little to wait for.
+        busy = [client.submit(spin, 30.0, pure=False) for _ in range(2)]
         deadline = time.monotonic() + 25
         seen = calm
         while time.monotonic() < deadline:
@@ -437,7 +440,7 @@ def test_gil_contention_reaches_dask_without_gilknocker(tmp_path, monkeypatch, c
         metrics = scrape_text(port)
         client.cancel(busy)
     assert calm[0] is not None and calm[0] < 0.3
-    assert seen[0] > 0.3  # a thread waking every ms would wait most of the time
+    assert seen[0] > 0.3  # a thread waking every ms would wait much of the time
     total = [line for line in metrics.splitlines() if line.startswith(
         "dask_worker_gil_contention")]  # fmt: skip
     assert total and float(total[0].split()[-1]) > 0, metrics[:2000]

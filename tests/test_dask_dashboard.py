@@ -136,4 +136,4 @@ def test_a_browser_shows_the_figures_of_every_worker(cluster):
     for name in workers:
         for figure in FIGURES:
             assert shown[name][figure] not in ("", "-"), (name, figure, shown[name])
-        assert shown[name]["reason"].startswith(("CPython's", "auto", "held", "5000"))
+        assert shown[name]["reason"].startswith("auto, ")  # auto mode's own line

@@ -70,5 +70,25 @@ def test_reset_stats_between_readings_starts_the_interval_afresh(ticks):
     assert knock.contention_metric == pytest.approx(2 / 3)
 
 
-def test_a_server_without_a_monitor_gets_nothing_and_no_import_of_dask():
+def test_a_server_without_a_monitor_gets_nothing():
     assert gil.supply(object()) is None
+
+
+def test_a_failure_reads_zero_once_logged_and_never_escapes(ticks, monkeypatch, caplog):
+    knock = gil.TickContention(0.001)
+
+    def broken():
+        raise RuntimeError("no ticks")
+
+    monkeypatch.setattr(gil.TickContention, "_read", staticmethod(broken))
+    assert knock.contention_metric == 0.0
+    knock.reset_contention_metric()
+    assert knock.contention_metric == 0.0
+    [line] = [r.getMessage() for r in caplog.records]
+    assert "reads 0: RuntimeError('no ticks')" in line
+
+
+def test_a_zero_probe_interval_divides_by_nothing(ticks):
+    knock = gil.TickContention(0.0)
+    ticks.tick(10, 50_000, competitors=1)  # no wait beyond the timer slack
+    assert knock.contention_metric == 0.0

@@ -208,11 +208,12 @@ def _prometheus(tmp_path, targets):
             }
         )
     )
+    log = tmp_path / "prometheus.log"  # a file: a pipe nobody reads can fill
     server = subprocess.Popen(
         [PROMETHEUS, f"--config.file={config}",
          f"--storage.tsdb.path={tmp_path / 'data'}",
          f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.DEVNULL, stderr=log.open("w"),
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
@@ -223,14 +224,18 @@ def _prometheus(tmp_path, targets):
                 urllib.request.urlopen(f"{base}/-/ready", timeout=5),
             ):
                 return True
-            assert server.poll() is None, server.stderr.read() if server.stderr else ""
+            assert server.poll() is None, log.read_text()[-3000:]
             return False
 
         assert _until(ready, 60)
         yield base
     finally:
         server.terminate()
-        server.wait(30)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(30)
 
 
 @pytest.mark.skipif(
@@ -253,6 +258,7 @@ def test_a_real_prometheus_scrapes_the_cluster_and_the_rules_work(
             host="127.0.0.1",
             dashboard_address="127.0.0.1:0",
             preload=["fastloop.dask"],
+            scheduler_kwargs={"preload": ["fastloop.dask"]},
         ) as cluster,
         Client(cluster) as client,
     ):
@@ -275,6 +281,12 @@ def test_a_real_prometheus_scrapes_the_cluster_and_the_rules_work(
                 if not {family, f"{family}_total", f"{family}_count"} & names
             ]
             assert missing == []
+            by_target = _query(
+                base,
+                "/api/v1/query",
+                query='count by (instance) ({__name__=~"fastloop_.+"})',
+            )["result"]
+            assert {r["metric"]["instance"] for r in by_target} == set(targets)
             for expression in _docs_promql():
                 result = _query(base, "/api/v1/query", query=expression)["result"]
                 assert result, expression

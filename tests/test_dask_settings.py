@@ -127,9 +127,9 @@ def test_the_preload_applies_them_and_its_log_line_says_where_from(monkeypatch, 
     )
 
 
-def test_dask_setup_is_a_click_command_that_takes_any_arguments():
+def test_the_command_line_preload_is_a_click_command_that_takes_any_arguments():
     click = pytest.importorskip("click")
-    from fastloop.dask import dask_setup
+    from fastloop.dask.cli import dask_setup
 
     assert isinstance(dask_setup, click.Command)
     # As distributed.preloading.Preload.start calls it:
@@ -137,3 +137,51 @@ def test_dask_setup_is_a_click_command_that_takes_any_arguments():
         "dask_setup", ["--block-ms", "5", "--what"], allow_extra_args=False
     )
     assert context.params == {"arguments": ("--block-ms", "5", "--what")}
+
+
+class Preload:
+    """What dask keeps per preload (``distributed.preloading.Preload``)."""
+
+    def __init__(self, module, argv):
+        self.module, self.argv = module, argv
+
+
+def test_the_plain_preload_finds_its_own_arguments_among_the_servers_preloads(
+    monkeypatch,
+):
+    import sys
+    import types
+
+    import fastloop.dask
+
+    server = types.SimpleNamespace(
+        preloads=[
+            Preload(types.ModuleType("other"), ["--other"]),
+            Preload(sys.modules["fastloop.dask"], ["--poll-us", "4"]),
+        ]
+    )
+    seen = []
+    monkeypatch.setattr(fastloop.dask, "setup", lambda s, a: seen.append(list(a)))
+    fastloop.dask.dask_setup(server)
+    fastloop.dask.dask_setup(object())  # a server without preloads: none
+    assert seen == [["--poll-us", "4"], []]
+
+
+def test_what_the_application_set_in_code_is_left_alone(monkeypatch):
+    from fastloop.dask import setup
+
+    monkeypatch.delenv("FASTLOOP", raising=False)
+    fastloop.configure(poll_us=21)
+    monkeypatch.setattr(settings, "dask_section", lambda: {"poll-us": 12})
+    setup(object(), ["--switch-budget", "0.03"])
+    assert config.settings.poll_us == 21.0
+    assert config.sources["poll_us"] == "fastloop.configure()"
+    assert config.settings.switch_budget == 0.03
+
+
+def test_patches_nothing_usable_in_a_place_falls_through_to_the_next():
+    chosen = settings.choose({"FASTLOOP": "bogus"}, ("--patches", "wakeup"), {})
+    assert chosen.patches == {"wakeup"}
+    assert chosen.sources["patches"] == "preload argument --patches"
+    [problem] = chosen.problems
+    assert "ignoring 'bogus' in FASTLOOP='bogus'" in str(problem)

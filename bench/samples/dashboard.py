@@ -5,8 +5,8 @@
 A LocalCluster with 2 worker processes, the ``fastloop.dask`` preload on the
 scheduler and the workers, and dask's config asking for the watchdog at
 100 ms (``fastloop.block-ms``).  One worker runs a task that computes in
-Python for the whole minute, and the client makes 1 ms actor calls on the
-other; once, a worker's loop is blocked for 300 ms.  Then headless Chromium
+Python for the whole run (``--seconds``), and the client makes 1 ms actor
+calls on the other; halfway, that worker's loop is blocked for 300 ms.  Then headless Chromium
 (Debian's ``chromium``) takes the page's picture.
 """
 

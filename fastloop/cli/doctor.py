@@ -173,16 +173,13 @@ def diagnose(
     wanted = sorted(
         registry.default_set() if chosen.patches is None else chosen.patches
     )
-    patches = env.get("FASTLOOP", "(unset)")
-    if chosen.sources["patches"] != "FASTLOOP":
-        patches = str(_section_value(section or {}, "patches") or patches)
-    settings = {"FASTLOOP": _from(patches, chosen, "patches")}
+    settings = {"FASTLOOP": _from(env.get("FASTLOOP", "(unset)"), chosen, "patches")}
     for row in config.SETTINGS:
-        source = chosen.sources[row.name]
-        raw = env.get(row.variable)
-        if source not in (row.variable, dask_config.DEFAULT):
-            raw = str(_section_value(section or {}, row.name))
-        settings[row.variable] = _from(row.doctor(raw), chosen, row.name)
+        settings[row.variable] = _from(
+            row.doctor(env.get(row.variable)), chosen, row.name
+        )
+    here = [p for p in chosen.problems if not p.variable.startswith(DASK_PLACES)]
+    in_dask = [p for p in chosen.problems if p.variable.startswith(DASK_PLACES)]
     snapshot = fastloop.stats()
     return {
         "python": f"{platform.python_implementation()} {platform.python_version()}",
@@ -212,26 +209,25 @@ def diagnose(
         "dask": dask_settings(),
         "requested": wanted,
         "settings": settings,
-        "problems": [str(p) for p in chosen.problems],
-        "ok": not chosen.problems
+        "problems": [str(p) for p in here],
+        "dask_problems": [str(p) for p in in_dask],
+        "ok": not here
         and all(verdicts.get(name) is None or name in by_design for name in wanted),
     }
 
 
-def _section_value(section: dict[str, Any], name: str) -> object:
-    """A setting's value in dask's section, whichever of ``_`` or ``-`` it uses."""
-    for raw_key, value in section.items():
-        if str(raw_key).replace("-", "_") == name:
-            return value
-    return None
+#: Where a value for dask servers only comes from (``Problem.variable``).
+DASK_PLACES = ("dask config", "preload argument")
 
 
 def _from(line: str, chosen: dask_config.Chosen, name: str) -> str:
-    """A settings line, with where its value came from when not a variable."""
+    """A settings line; where dask's config sets the value (for dask servers,
+    through the preload), that value and its key."""
     source = chosen.sources[name]
-    if source.startswith("dask config"):
-        return f"{line} (from {source})"
-    return line
+    if not source.startswith("dask config"):
+        return line
+    value = chosen.configured[dask_config.key(name)]
+    return f"{line}; in dask servers: {value!r} (from {source})"
 
 
 def _watchdog_line(state: dict[str, Any]) -> str:
@@ -321,6 +317,8 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"  {variable:<29}{value}")
     for problem in report["problems"]:
         lines.append(f"  INVALID: {problem}")
+    for problem in report["dask_problems"]:
+        lines.append(f"  INVALID in dask servers: {problem}")
     lines.append(
         "verdict       "
         + (

@@ -20,21 +20,20 @@ With ``prometheus_client`` installed the preload also registers
 ``/metrics`` endpoints serve: Prometheus sees fastloop with no new port.
 
 Settings come from dask's config too (a ``fastloop:`` section) and from
-the preload's arguments (``--preload-argv`` or, on dask's command line,
-after the preload: ``dask worker ... --preload fastloop.dask --block-ms
-50``); ``fastloop.dask.settings`` states the precedence.  Taking
-arguments makes ``dask_setup`` a click command, and dask's command line
-allows one such preload per process.  What fastloop advises beyond its
-patches is in ``fastloop.dask.advice``.
+the preload's arguments (``preload-argv`` in dask's config, or, on dask's
+command line, ``--preload fastloop.dask.cli --block-ms 50``);
+``fastloop.dask.settings`` states the precedence.  What fastloop advises
+beyond its patches is in ``fastloop.dask.advice``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from functools import reduce
-from typing import Any
+from typing import Any, TypeVar
 
 import fastloop
 from fastloop import config
@@ -44,41 +43,55 @@ from fastloop.patches import registry
 #: default; ``fastloop``'s own INFO lines would not appear in dask's logs.
 log = logging.getLogger("distributed.preloading")
 
+T = TypeVar("T")
+
+
+def dask_setup(server: object) -> None:
+    """dask's preload hook: once in each scheduler, worker or nanny process.
+
+    Its arguments are the ones dask's config or API gives this preload
+    (``preload-argv``, ``preload_argv=``); on dask's command line, preload
+    ``fastloop.dask.cli`` to pass them.
+    """
+    setup(server, _own_arguments(server))
+
+
+def _own_arguments(server: object) -> list[str]:
+    """The arguments dask keeps for this module's entry among the server's preloads."""
+    module = sys.modules[__name__]
+    for preload in getattr(server, "preloads", None) or ():
+        if getattr(preload, "module", None) is module:
+            return [str(argument) for argument in getattr(preload, "argv", ())]
+    return []
+
 
 def setup(server: object, arguments: Sequence[str] = ()) -> None:
-    """The preload's work, once in each scheduler, worker or nanny process."""
+    """The preload's work, with its arguments (``dask_setup`` finds them)."""
     # Here, not at the top: stats() imports this package in every process
     # (for advice.figures), dask or not, at exit too.
     from fastloop.dask import advice, dashboard, gil, settings
-    from fastloop.runtime import bootstrap
 
     chosen = settings.choose(os.environ, arguments, settings.dask_section())
     for problem in chosen.problems:
         log.warning("%s", problem)
-    changed = {
-        name: value
-        for name, value in chosen.values.items()
-        if getattr(config.settings, name) != value
-    }
-    bootstrap.apply(changed, chosen.sources)
-    for name in chosen.values:  # unchanged ones too: they are now from here
-        config.sources.setdefault(name, chosen.sources[name])
+    _step("settings", _apply, chosen)
     registry.install(chosen.patches)
     active = registry.installed()
     verdicts = registry.available()
     declined = [
         f"{n} ({why})" for n, why in verdicts.items() if why and n not in active
     ]
-    contention = gil.supply(server)
+    contention = _step("GIL contention", gil.supply, server)
     page = None
-    if type(server).__name__ == "Worker":
-        dashboard.add_to_worker(server)
-    elif type(server).__name__ == "Scheduler":
-        page = dashboard.add_to_scheduler(server)
+    if _is(server, "Worker"):
+        _step("dashboard figures", dashboard.add_to_worker, server)
+    elif _is(server, "Scheduler"):
+        page = _step("dashboard page", dashboard.add_to_scheduler, server)
     chose = [
         f"{settings.key(name)}={value} ({chosen.sources[name]})"
         for name, value in chosen.values.items()
-        if chosen.sources[name] != config.BY_NAME[name].variable
+        if config.sources.get(name) == chosen.sources[name]
+        and chosen.sources[name] != config.BY_NAME[name].variable
     ]
     log.info(
         "fastloop: preload in %s: patches %s active%s%s%s%s",
@@ -90,45 +103,41 @@ def setup(server: object, arguments: Sequence[str] = ()) -> None:
         f"; dashboard page {page}" if page else "",
     )
     _export_metrics()
-    advice.advise(server)
+    _step("advice", advice.advise, server)
 
 
-def _click_command() -> Any:
-    """``setup`` as the click command dask hands the preload's arguments to.
-
-    One catch-all argument: the options are ours to check, so that a bad one
-    is one log line (``settings.choose``) instead of a preload that fails.
-    """
-    import click
-
-    @click.command(
-        context_settings={"ignore_unknown_options": True}, add_help_option=False
-    )
-    @click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
-    def dask_setup(server: object, arguments: tuple[str, ...]) -> None:
-        setup(server, arguments)
-
-    # dask's command line checks the arguments with a bare click.Context,
-    # which reads this attribute rather than context_settings.
-    dask_setup.ignore_unknown_options = True
-    return dask_setup
+#: Where a value came from when the application set it in code: the
+#: preload leaves those alone, as it does the variables'.
+IN_CODE = "fastloop.configure()"
 
 
-def __getattr__(name: str) -> Any:
-    """``dask_setup``, dask's preload hook, made when dask first asks for it.
+def _apply(chosen: Any) -> None:
+    """Set the settings ``chosen`` found, except those the application set in code."""
+    from fastloop.runtime import bootstrap
 
-    Made late so that importing this package never imports click; without
-    click (which distributed depends on) there is no dask server to preload
-    into, and ``setup`` itself is the hook.
-    """
-    if name != "dask_setup":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    mine = {
+        name: value
+        for name, value in chosen.values.items()
+        if config.sources.get(name) != IN_CODE
+    }
+    changed = {n: v for n, v in mine.items() if getattr(config.settings, n) != v}
+    bootstrap.apply(changed, chosen.sources)
+    for name in mine:  # unchanged ones too: their value now comes from here
+        config.sources[name] = chosen.sources[name]
+
+
+def _is(server: object, kind: str) -> bool:
+    """Is ``server`` a dask ``kind`` (``Worker``, ``Scheduler``), a subclass too?"""
+    return any(cls.__name__ == kind for cls in type(server).__mro__)
+
+
+def _step(what: str, step: Callable[[Any], T], argument: Any) -> T | None:
+    """One optional part of the preload: a failure is one line, and the rest goes on."""
     try:
-        hook = _click_command()
-    except ImportError:
-        hook = setup
-    globals()["dask_setup"] = hook
-    return hook
+        return step(argument)
+    except Exception as exc:  # never stop the dask server for fastloop's extras
+        log.warning("fastloop: preload: %s left out: %r", what, exc)
+        return None
 
 
 def _export_metrics() -> None:

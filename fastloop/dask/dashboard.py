@@ -43,7 +43,8 @@ METRIC = "fastloop"
 
 
 def figures(server: object = None) -> dict[str, Any]:
-    """This process's cumulative figures, as a heartbeat carries them."""
+    """This process's cumulative figures, as a heartbeat carries them
+    (``Worker.metrics`` calls each metric with the worker: ``server``)."""
     from fastloop.observers import watchdog
 
     stats = fastloop.stats()
@@ -161,7 +162,7 @@ def add_to_worker(worker: Any) -> None:
 
 def add_to_scheduler(scheduler: Any) -> str | None:
     """Serve the page on the scheduler's HTTP server; returns its path, or
-    None where the scheduler serves no HTTP (``dashboard=False``)."""
+    None for a scheduler without the HTTP application fastloop knows."""
     import dask.config
     import dask.utils
     from tornado.ioloop import PeriodicCallback
@@ -175,10 +176,10 @@ def add_to_scheduler(scheduler: Any) -> str | None:
     every_ms = dask.utils.parse_timedelta(every, default="ms") * 1e3
     watch = PeriodicCallback(lambda: sample(scheduler, processes), every_ms)
     scheduler.periodic_callbacks["fastloop-dashboard"] = watch
-    data: Callable[[], dict[str, Any]] = lambda: {  # noqa: E731
-        "interval_s": every_ms / 1e3,
-        "processes": processes.to_dict(),
-    }
+
+    def data() -> dict[str, Any]:
+        return {"interval_s": every_ms / 1e3, "processes": processes.to_dict()}
+
     application.add_handlers(
         r".*",
         [
@@ -285,7 +286,7 @@ function spark(values) {
 function escaped(text) {
   const holder = document.createElement("span");
   holder.textContent = text;
-  return holder.innerHTML;
+  return holder.innerHTML.replace(/"/g, "&quot;");
 }
 
 function draw(data) {

@@ -1,7 +1,7 @@
 """GIL contention for dask's own dashboard and ``/metrics``, without a probe thread.
 
 dask fills ``SystemMonitor.quantities["gil_contention"]`` (its dashboard's
-GIL plots, ``dask_*_gil_contention_total`` and the workers' heartbeat
+GIL plots, ``dask_*_gil_contention_seconds_total`` and the workers' heartbeat
 metrics) from gilknocker, a Rust thread that wakes every
 ``distributed.admin.system-monitor.gil.interval`` (1 ms) to take the GIL;
 its ``contention_metric`` is the share of time that thread spent waiting.
@@ -24,12 +24,16 @@ fastloop supplies none then either.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from typing import Any
 
 from fastloop.patches import registry
 from fastloop.telemetry import live
 from fastloop.telemetry.schema_gil import SwitchIntervalStats
+
+#: The preload's logger: dask shows it by default.
+log = logging.getLogger("distributed.preloading")
 
 #: dask's config keys for its GIL metric.
 ENABLED = "distributed.admin.system-monitor.gil.enabled"
@@ -57,20 +61,24 @@ class TickContention:
     and ``stop()``.
 
     A tick's lateness is the GIL wait plus the OS's wake-up latency (timer
-    slack and scheduling, ~100 us here), which gilknocker does not count: it
-    times only the taking of the GIL.  So the latency is learned from the
-    intervals where auto mode saw no thread competing for the GIL (their
-    mean lateness, smoothed), and subtracted.
+    slack and scheduling), which gilknocker does not count: it times only
+    the taking of the GIL.  So the latency is learned from the intervals
+    where auto mode saw no thread competing for the GIL (their mean
+    lateness, smoothed), and subtracted.  dask's monitor calls these on its
+    loop every update: a failure here would stop every series it keeps, so
+    none escapes (the figure reads 0 and one line is logged).
     """
 
     def __init__(self, interval_s: float) -> None:
         #: The wake-up period the metric is stated for (gilknocker's).
-        self.interval_ns = interval_s * 1e9
+        self.interval_ns = max(interval_s * 1e9, 1.0)
         #: The wake-up latency: the timer slack until the first calm interval,
         #: then learned from calm intervals.
         self.latency_ns = _timer_slack_ns()
         self._calm_intervals = 0
-        self._samples, self._waited_ns = self._read()[:2]
+        self._start = self._read()
+        self._last: tuple[int, int, float] | None = None
+        self._failed = False
 
     @staticmethod
     def _read() -> tuple[int, int, float]:
@@ -78,31 +86,45 @@ class TickContention:
         assert isinstance(ticks, SwitchIntervalStats)
         return ticks.wait_samples, ticks.wait_total_ns, ticks.competitors
 
-    def _mean_wait_ns(self) -> float | None:
+    def _mean_wait_ns(self, now: tuple[int, int, float]) -> float | None:
         """The ticks' mean lateness since the last reset; None without a tick."""
-        samples, waited_ns, _ = self._read()
-        ticks, waited = samples - self._samples, waited_ns - self._waited_ns
+        ticks, waited = now[0] - self._start[0], now[1] - self._start[1]
         if ticks < 0 or waited < 0:  # reset_stats() since the last reading
-            ticks, waited = samples, waited_ns
+            ticks, waited = now[0], now[1]
         return waited / ticks if ticks > 0 else None
 
     @property
     def contention_metric(self) -> float:
         """The share of time a thread waking every ``interval_ns`` would wait."""
-        mean_ns = self._mean_wait_ns()
-        if mean_ns is None:
+        try:
+            self._last = now = self._read()
+            mean_ns = self._mean_wait_ns(now)
+            if mean_ns is None:
+                return 0.0
+            wait_ns = max(mean_ns - self.latency_ns, 0.0)
+            return wait_ns / (self.interval_ns + wait_ns)
+        except Exception as exc:
+            self._log_once(exc)
             return 0.0
-        wait_ns = max(mean_ns - self.latency_ns, 0.0)
-        return wait_ns / (self.interval_ns + wait_ns)
 
     def reset_contention_metric(self) -> None:
-        mean_ns = self._mean_wait_ns()
-        samples, waited_ns, competitors = self._read()
-        if mean_ns is not None and competitors == 0:
-            weight = CALM_WEIGHT if self._calm_intervals else 1.0
-            self.latency_ns += weight * (mean_ns - self.latency_ns)
-            self._calm_intervals += 1
-        self._samples, self._waited_ns = samples, waited_ns
+        """Start the next interval where the last reading ended (no tick lost)."""
+        try:
+            now = self._last or self._read()
+            self._last = None
+            mean_ns = self._mean_wait_ns(now)
+            if mean_ns is not None and now[2] == 0:  # calm: nothing competed
+                weight = CALM_WEIGHT if self._calm_intervals else 1.0
+                self.latency_ns += weight * (mean_ns - self.latency_ns)
+                self._calm_intervals += 1
+            self._start = now
+        except Exception as exc:
+            self._log_once(exc)
+
+    def _log_once(self, exc: Exception) -> None:
+        if not self._failed:
+            self._failed = True
+            log.warning("fastloop: GIL contention for dask reads 0: %r", exc)
 
     def stop(self) -> None:
         """Nothing to stop: the ticks are auto mode's."""
@@ -111,24 +133,33 @@ class TickContention:
 def supply(server: Any) -> str | None:
     """Give ``server``'s ``SystemMonitor`` fastloop's GIL contention where dask
     has none; returns where the monitor's metric now comes from, for the log
-    (None for a server without a monitor: a nanny)."""
+    (None for a server without a monitor)."""
+    from fastloop.config import AUTO, settings
+
     monitor = getattr(server, "monitor", None)
     if monitor is None:
         return None
     import dask.config
     import dask.utils
 
-    needed = ("quantities", "monitor_gil_contention", "maxlen")
-    if not all(hasattr(monitor, name) for name in needed):
+    if not _known(monitor):
         return "none (this server's SystemMonitor is not one fastloop knows)"
     if monitor.monitor_gil_contention:
         return "gilknocker (dask's own probe runs)"
     if not dask.config.get(ENABLED, default=False):
         return f"none ({ENABLED} is false)"
-    if "switchinterval" not in registry.installed():
-        return "none (fastloop's measure needs the switchinterval patch)"
+    if (
+        "switchinterval" not in registry.installed()
+        or settings.switch_interval_us != AUTO
+    ):
+        return (
+            "none (fastloop's measure is auto mode's: the switchinterval patch, auto)"
+        )
     interval = dask.config.get(INTERVAL, default="1ms")
-    seconds = dask.utils.parse_timedelta(interval, default="ms")
+    try:
+        seconds = dask.utils.parse_timedelta(interval, default="ms")
+    except (TypeError, ValueError):
+        return f"none ({INTERVAL}={interval!r} is not a duration)"
     monitor._gilknocker = TickContention(seconds)
     # One reading now, as SystemMonitor.__init__ takes one of everything:
     # recent() reads the last item of every quantity.
@@ -137,6 +168,17 @@ def supply(server: Any) -> str | None:
     monitor._last_gil_contention = 0.0
     monitor.monitor_gil_contention = True
     return fastloop_source(interval)
+
+
+def _known(monitor: Any) -> bool:
+    """Is this the ``SystemMonitor`` whose gilknocker use ``supply`` stands in for?"""
+    update = getattr(type(monitor), "update", None)
+    names = getattr(getattr(update, "__code__", None), "co_names", ())
+    return all(hasattr(monitor, n) for n in ("quantities", "maxlen")) and all(
+        n in names
+        for n in ("monitor_gil_contention", "_gilknocker", "contention_metric",
+                  "reset_contention_metric", "cumulative_gil_contention")
+    )  # fmt: skip
 
 
 def fastloop_source(interval: str) -> str:

@@ -53,6 +53,8 @@ class Chosen:
     def __init__(self) -> None:
         self.patches: frozenset[str] | None = None
         self.values: dict[str, object] = {}
+        #: dask's config's values as found, by key (what doctor shows).
+        self.configured: dict[str, object] = {}
         self.sources: dict[str, str] = {}
         self.problems: list[config.Problem] = []
 
@@ -60,35 +62,36 @@ class Chosen:
 def choose(
     environ: Mapping[str, str],
     arguments: Sequence[str] = (),
-    section: Mapping[str, Any] | None = None,
+    section: Any = None,
 ) -> Chosen:
     """The settings and patches of a dask server, by the precedence above."""
     chosen = Chosen()
     given, problems = _from_arguments(arguments)
     chosen.problems += problems
-    from_config, problems = _from_section(section or {})
+    from_config, problems = _from_section({} if section is None else section)
     chosen.problems += problems
+    chosen.configured = from_config
     places = (
         ("preload argument --{key}", given),
         (f"dask config {SECTION}.{{key}}", from_config),
     )
     known, default = registry.known(), registry.default_set()
 
-    if environ.get("FASTLOOP", "").strip():
-        chosen.patches, problems = config.patches_from_environ(environ, known, default)
-        chosen.sources[PATCHES] = "FASTLOOP"
-    else:
-        chosen.sources[PATCHES] = DEFAULT
-        for where, values in places:
-            if PATCHES in values:
-                chosen.patches, problems = config.parse_patches(
-                    str(values[PATCHES]), known, where.format(key=PATCHES), default
-                )
-                chosen.sources[PATCHES] = where.format(key=PATCHES)
-                break
-        else:
-            problems = []
-    chosen.problems += problems
+    chosen.sources[PATCHES] = DEFAULT
+    patch_places = [("FASTLOOP", environ.get("FASTLOOP", "").strip() or None)] + [
+        (where.format(key=PATCHES), str(values[PATCHES]))
+        for where, values in places
+        if PATCHES in values
+    ]
+    for place, listed in patch_places:
+        if listed is None:
+            continue
+        patches, problems = config.parse_patches(listed, known, place, default)
+        chosen.problems += problems
+        if problems and not patches:
+            continue  # nothing usable here: the next place's value applies
+        chosen.patches, chosen.sources[PATCHES] = patches, place
+        break
 
     for row in config.SETTINGS:
         chosen.sources[row.name] = DEFAULT
@@ -140,9 +143,7 @@ def _from_arguments(
     return found, problems if bad else []
 
 
-def _from_section(
-    section: Mapping[str, Any],
-) -> tuple[dict[str, object], list[config.Problem]]:
+def _from_section(section: Any) -> tuple[dict[str, object], list[config.Problem]]:
     """The section's values by canonical key (dask treats ``_`` and ``-`` alike)."""
     if not isinstance(section, Mapping):
         return {}, [
@@ -174,11 +175,11 @@ def _patch_list(value: object) -> str:
     return str(value)
 
 
-def dask_section() -> dict[str, Any] | None:
-    """dask's ``fastloop:`` section as configured here; None without dask."""
+def dask_section() -> Any:
+    """dask's ``fastloop:`` section as configured here, whatever it holds
+    (``choose`` says so if it is not a mapping); None without dask."""
     try:
         import dask.config
     except ImportError:
         return None
-    section = dask.config.get(SECTION, default={})
-    return dict(section) if isinstance(section, Mapping) else section
+    return dask.config.get(SECTION, default={})
