@@ -24,7 +24,10 @@ PACKAGE = Path(fastloop.__file__).resolve().parent
 #: PYTHONPATH, and ``python -m fastloop``, which runs the command line.
 NOT_IMPORTED = ("fastloop.runtime.sitecustomize", "fastloop.__main__")
 #: Modules that import an optional dependency at their top.
-OPTIONAL = {"fastloop.telemetry.prometheus": "prometheus_client"}
+OPTIONAL = {
+    "fastloop.telemetry.prometheus": "prometheus_client",
+    "fastloop.dask.cli": "click",  # a dependency of distributed, as the preload is
+}
 
 
 def modules() -> dict[str, Path]:
