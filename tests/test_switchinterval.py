@@ -369,3 +369,60 @@ def test_thread_shares_are_smoothed_over_ticks_and_start_afresh(monkeypatch):
     finally:
         idle.set()
         other.join()
+
+
+# --- the CPUs the controller counts: affinity, and a container's quota ---------
+
+
+def _cgroups(tmp_path, entries, files):
+    (tmp_path / "cgroup").write_text("".join(f"{e}\n" for e in entries))
+    for name, text in files.items():
+        path = tmp_path / "fs" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return str(tmp_path / "cgroup"), str(tmp_path / "fs")
+
+
+@pytest.mark.parametrize(
+    ("entries", "files", "quota"),
+    [
+        # cgroup v1, a container's group with 1.5 CPUs
+        (["4:cpu,cpuacct:/pod/c1"],
+         {"cpu,cpuacct/pod/c1/cpu.cfs_quota_us": "150000",
+          "cpu,cpuacct/pod/c1/cpu.cfs_period_us": "100000"}, 1.5),
+        # v1 without a quota
+        (["1:cpu:/"], {"cpu/cpu.cfs_quota_us": "-1",
+                       "cpu/cpu.cfs_period_us": "100000"}, None),
+        # v1: the parent's quota is the tighter one
+        (["1:cpu:/a/b"],
+         {"cpu/a/cpu.cfs_quota_us": "50000", "cpu/a/cpu.cfs_period_us": "100000",
+          "cpu/a/b/cpu.cfs_quota_us": "300000",
+          "cpu/a/b/cpu.cfs_period_us": "100000"}, 0.5),
+        # cgroup v2
+        (["0::/k8s/pod"], {"k8s/pod/cpu.max": "200000 100000"}, 2.0),
+        (["0::/"], {"cpu.max": "max 100000"}, None),
+        # v2 beside v1 controllers (the "hybrid" layout)
+        (["1:memory:/x", "0::/x"], {"unified/x/cpu.max": "250000 100000"}, 2.5),
+        # nothing to read
+        (["0::/gone"], {}, None),
+    ],
+)  # fmt: skip
+def test_the_quota_is_read_from_either_cgroup_version(tmp_path, entries, files, quota):
+    assert _switch_controller.quota_cpus(*_cgroups(tmp_path, entries, files)) == quota
+
+
+def test_a_process_without_cgroups_has_no_quota(tmp_path):
+    assert _switch_controller.quota_cpus(str(tmp_path / "none"), str(tmp_path)) is None
+
+
+@pytest.mark.parametrize(
+    ("quota", "counted"), [(None, 8), (2.0, 2), (1.5, 1), (0.5, 1), (64.0, 8)]
+)
+def test_the_cpus_counted_are_the_fewer_of_affinity_and_quota(
+    monkeypatch, quota, counted
+):
+    monkeypatch.setattr(
+        _switch_controller.os, "sched_getaffinity", lambda _: set(range(8))
+    )
+    monkeypatch.setattr(_switch_controller, "quota_cpus", lambda: quota)
+    assert _switch_controller.cpus() == counted

@@ -29,6 +29,7 @@ application that sets its own is never fought (``SwitchInterval.held_s``).
 from __future__ import annotations
 
 import _thread
+import math
 import os
 import threading
 import time
@@ -52,11 +53,76 @@ ALONE_TICKS = 10
 
 
 def cpus() -> int:
-    """The CPUs this process may run on (the ones the OS lets it use)."""
+    """The CPUs this process gets: the ones the OS lets it run on, and no more
+    than its CPU quota buys (a container's limit, which the affinity does not
+    show: a container of 2 CPUs on a 64-core host may run on all 64)."""
     try:
-        return len(os.sched_getaffinity(0))
+        allowed = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
-        return os.cpu_count() or 1
+        allowed = os.cpu_count() or 1
+    quota = quota_cpus()
+    if quota is None:
+        return allowed
+    # Rounded down: 1.5 CPUs of quota do not let two threads run at once all
+    # the time, and pricing them as beyond the CPUs errs on the budget's side.
+    return max(1, min(allowed, math.floor(quota)))
+
+
+def quota_cpus(
+    cgroups: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup"
+) -> float | None:
+    """The CPUs a second this process's cgroups allow (the tightest of the
+    group and its ancestors), or None where no quota is set or none can be
+    read.  cgroup v2's ``cpu.max``; v1's ``cpu.cfs_quota_us`` over
+    ``cpu.cfs_period_us``."""
+    try:
+        with open(cgroups, encoding="ascii") as lines:
+            entries = [line.rstrip("\n").split(":", 2) for line in lines]
+    except OSError:
+        return None
+    limits = []
+    for entry in entries:
+        if len(entry) != 3:
+            continue
+        _, controllers, path = entry
+        if controllers == "":  # cgroup v2
+            for base in (root, os.path.join(root, "unified")):
+                limits += _limits(base, path, _v2_limit)
+        elif "cpu" in controllers.split(","):
+            for base in (os.path.join(root, controllers), os.path.join(root, "cpu")):
+                limits += _limits(base, path, _v1_limit)
+    return min(limits) if limits else None
+
+
+def _limits(base: str, path: str, limit: Callable[[str], float | None]) -> list[float]:
+    """The quota of ``path`` and of each of its ancestors under ``base``."""
+    found = []
+    parts = [part for part in path.split("/") if part]
+    for depth in range(len(parts), -1, -1):
+        quota = limit(os.path.join(base, *parts[:depth]))
+        if quota is not None:
+            found.append(quota)
+    return found
+
+
+def _v2_limit(group: str) -> float | None:
+    try:
+        with open(os.path.join(group, "cpu.max"), encoding="ascii") as limit:
+            quota, _, period = limit.read().partition(" ")
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError, ZeroDivisionError):
+        return None
+
+
+def _v1_limit(group: str) -> float | None:
+    try:
+        with open(os.path.join(group, "cpu.cfs_quota_us"), encoding="ascii") as q:
+            quota = int(q.read())
+        with open(os.path.join(group, "cpu.cfs_period_us"), encoding="ascii") as p:
+            period = int(p.read())
+        return None if quota <= 0 else quota / period
+    except (OSError, ValueError, ZeroDivisionError):
+        return None
 
 
 class ThreadShares:
