@@ -18,6 +18,9 @@ the cluster without any handler of ours.
 With ``prometheus_client`` installed the preload also registers
 ``fastloop.prometheus`` on the global registry, the one distributed's own
 ``/metrics`` endpoints serve: Prometheus sees fastloop with no new port.
+It gives dask's own monitor a GIL contention figure where gilknocker is
+absent (``fastloop.dask.gil``), and the scheduler's dashboard a
+``/fastloop`` page fed by the workers' heartbeats (``fastloop.dask.dashboard``).
 
 Settings come from dask's config too (a ``fastloop:`` section) and from
 the preload's arguments (``preload-argv`` in dask's config, or, on dask's
