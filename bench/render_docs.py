@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import _render_apps
+import _render_auto
 import _render_code
 import _render_dask
 import _render_front
@@ -40,6 +41,8 @@ BLOCKS: tuple[tuple[str, str, Callable[[], list[str]]], ...] = (
     ("docs/results.md", "samples", _render_results.render_samples),
     ("docs/gil.md", "gil", lambda: _render_gil.render(RESULTS)),
     ("docs/gil.md", "policy", _render_code.policy_constants),
+    ("docs/design.md", "machines", _render_auto.machines),
+    ("docs/design.md", "handover", _render_auto.handover_signal),
     ("docs/blocking.md", "observe", _render_results.render_observe),
     ("docs/prometheus.md", "metrics", _render_results.render_metrics),
     ("docs/prometheus.md", "rules", _render_code.prometheus_rules),
