@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from _render_apps import load
 from _render_gil import _ms, _ratio
 
 RESULTS = Path(__file__).parent / "results"
 
 
-def _load(name: str) -> dict[str, Any]:
-    with open(RESULTS / name, encoding="utf-8") as results:
-        data: dict[str, Any] = json.load(results)
-    return data
-
-
 def handover_signal() -> list[str]:
     """Progress lost and CPU time gained per interval, per machine and threads."""
-    data = _load("handover_signal.json")
+    data = load(RESULTS, "handover_signal.json")
     intervals = list(data["results"][0]["losses"])[:-1]  # 5000 us is the base
     lines = [
         f"`bench/handover_signal.py`, {data['rounds']} rounds of "
@@ -45,7 +39,7 @@ def machines() -> list[str]:
     """Today's auto on each variant of this machine, against the budget."""
     lines = []
     for name in ("auto_machines.json", "auto_machines_quota.json"):
-        data = _load(name)
+        data = load(RESULTS, name)
         lines += [
             f"`bench/results/{name}`: {data['rounds']} interleaved rounds per "
             f"machine and thread count, {data['seconds']:g} s each; arms: "

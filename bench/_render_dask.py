@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 from typing import Any
 
+from _render_apps import load
 from _render_gil import _ms, _ratio, _threads
 
 RESULTS = Path(__file__).parent / "results"
 
 
-def _load() -> dict[str, Any]:
-    with open(RESULTS / "dask_gil_contention.json", encoding="utf-8") as results:
-        data: dict[str, Any] = json.load(results)
-    return data
-
-
 def gil_agreement() -> list[str]:
     """gilknocker's and fastloop's figure per monitor update, per scenario."""
-    data = _load()
+    data = load(RESULTS, "dask_gil_contention.json")
     lines = [
         f"`bench/dask_gil_contention.py`, {data['rounds']} interleaved rounds of "
         f"{data['seconds']:g} s per arm (distributed {data['distributed']}); one "
@@ -52,7 +46,7 @@ def _agreement_row(name: str, pairs: list[list[float]]) -> str:
 
 def gil_cost() -> list[str]:
     """Each arm's 1 ms actor call p50 and compute, against stock."""
-    data = _load()
+    data = load(RESULTS, "dask_gil_contention.json")
     lines = [
         "| task threads | arm | actor p50 | p50 against stock "
         "| compute against stock | gilknocker's cost beside fastloop (p50; compute) |",

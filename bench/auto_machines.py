@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import json
 import os
 import subprocess
 import sys
@@ -35,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import _results
-from _arms import gil_arms, without_fastloop
+from _arms import gil_arms
 from fastloop import ab
-from gil_dask import SCRIPT, default_rate, summarize
+from gil_dask import default_rate, one_run, summarize
 
 MACHINES = ("one-core", "two-cores", "busy-machine", "quota")
 #: The cgroup v1 group the ``quota`` machine runs in, and its quota.
@@ -78,17 +77,6 @@ def machine(name: str) -> Iterator[list[str]]:
                 CGROUP.rmdir()
     else:
         raise ValueError(f"unknown machine {name!r}; known: {', '.join(MACHINES)}")
-
-
-def one_run(
-    prefix: list[str], env: dict[str, str], threads: int, rate: float, seconds: float
-) -> dict[str, Any]:
-    out = subprocess.run(
-        [*prefix, sys.executable, "-c", SCRIPT, str(threads), str(rate), str(seconds)],
-        env={**without_fastloop(dict(os.environ)), **env},
-        capture_output=True, text=True, check=True, timeout=600,
-    ).stdout  # fmt: skip
-    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def verdict(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -138,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs = ab.interleave(
                     {
                         arm: functools.partial(
-                            one_run, prefix, env, threads, rate, args.seconds
+                            one_run, env, threads, rate, args.seconds, prefix
                         )
                         for arm, env in arms.items()
                     },

@@ -42,7 +42,7 @@ import _results
 from _arms import without_fastloop
 from _pinning import PIN_THREADS
 from fastloop import ab
-from gil_dask import default_rate
+from gil_dask import WORKLOAD, default_rate
 
 SCRIPT = (
     PIN_THREADS
@@ -52,21 +52,9 @@ hidden, preload = sys.argv[4], sys.argv[5] == "1"
 if hidden:
     sys.path.insert(0, hidden)
 from distributed import Client, LocalCluster
-
-class Counter:
-    def work(self):
-        end = time.thread_time() + 0.001  # 1 ms of this thread's CPU
-        while time.thread_time() < end:
-            pass
-        return 1
-
-def count(seconds):
-    end = time.monotonic() + seconds
-    n = 0
-    while time.monotonic() < end:
-        n += 1
-    return n
-
+"""
+    + WORKLOAD
+    + r"""
 def shadow(dask_worker):
     # fastloop's figure beside gilknocker's, read whenever dask's monitor reads
     # gilknocker's (its update's periodic callback holds the bound method)
@@ -108,24 +96,9 @@ if __name__ == "__main__":
         for _ in range(5):
             actor.work().result()
         [source] = client.run(shadow).values()
-        counting_s = seconds + 1.5
-        tasks = [client.submit(count, counting_s, pure=False) for _ in range(threads)]
-        time.sleep(0.75)
-        trips = []
-        start = due = time.perf_counter()
-        while (now := time.perf_counter()) < start + seconds:
-            if now < due:
-                time.sleep(due - now)
-            due += 1 / rate
-            began = time.perf_counter()
-            actor.work().result()
-            trips.append(time.perf_counter() - began)
-        counted = client.gather(tasks)
-        [measured] = client.run(pairs).values()
-        trips.sort()
-        print(json.dumps({"p50_s": trips[len(trips) // 2], "calls": len(trips),
-                          "compute_per_s": sum(counted) / counting_s,
-                          "source": source, "pairs": measured}))
+        measured = calls_beside_tasks(client, actor, threads, rate, seconds)
+        [shown] = client.run(pairs).values()
+        print(json.dumps({**measured, "source": source, "pairs": shown}))
 """
 )
 

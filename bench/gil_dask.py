@@ -33,6 +33,7 @@ import os
 import statistics
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +43,9 @@ from _pinning import PIN_THREADS
 from fastloop import ab
 from fastloop.cli.bench import min_rounds
 
-SCRIPT = (
-    PIN_THREADS
-    + r"""
-import json, sys, time
-from distributed import Client, LocalCluster
-
+#: The worker's work, spliced into this benchmark's script and
+#: bench/dask_gil_contention.py's after their imports (``time`` among them).
+WORKLOAD = r"""
 class Counter:
     def work(self):
         end = time.thread_time() + 0.001  # 1 ms of this thread's CPU
@@ -62,6 +60,35 @@ def count(seconds):
         n += 1
     return n
 
+def calls_beside_tasks(client, actor, threads, rate, seconds):
+    # 1 ms actor calls, ``rate`` a second for ``seconds``, beside ``threads``
+    # tasks counting in Python for the whole time
+    counting_s = seconds + 1.5
+    tasks = [client.submit(count, counting_s, pure=False) for _ in range(threads)]
+    time.sleep(0.75)  # the tasks run, and auto mode has seen them
+    trips = []
+    start = due = time.perf_counter()
+    while (now := time.perf_counter()) < start + seconds:
+        if now < due:
+            time.sleep(due - now)
+        due += 1 / rate
+        began = time.perf_counter()
+        actor.work().result()
+        trips.append(time.perf_counter() - began)
+    counted = client.gather(tasks)
+    trips.sort()
+    return {"p50_s": trips[len(trips) // 2], "p90_s": trips[int(len(trips) * 0.9)],
+            "calls": len(trips), "compute_per_s": sum(counted) / counting_s}
+"""
+
+SCRIPT = (
+    PIN_THREADS
+    + r"""
+import json, sys, time
+from distributed import Client, LocalCluster
+"""
+    + WORKLOAD
+    + r"""
 def switchinterval():
     fastloop = sys.modules.get("fastloop")
     if fastloop is None:
@@ -77,25 +104,9 @@ if __name__ == "__main__":
         pin_threads({1})  # the load generator; the worker keeps every core
         for _ in range(5):
             actor.work().result()
-        counting_s = seconds + 1.5
-        tasks = [client.submit(count, counting_s, pure=False) for _ in range(threads)]
-        time.sleep(0.75)  # the tasks run, and auto mode has seen them
-        trips = []
-        start = due = time.perf_counter()
-        while (now := time.perf_counter()) < start + seconds:
-            if now < due:
-                time.sleep(due - now)
-            due += 1 / rate
-            began = time.perf_counter()
-            actor.work().result()
-            trips.append(time.perf_counter() - began)
-        counted = client.gather(tasks)
+        measured = calls_beside_tasks(client, actor, threads, rate, seconds)
         worker = list(client.run(switchinterval).values())[0]
-        trips.sort()
-        print(json.dumps({"p50_s": trips[len(trips) // 2],
-                          "p90_s": trips[int(len(trips) * 0.9)],
-                          "calls": len(trips), "compute_per_s": sum(counted) / counting_s,
-                          **worker}))
+        print(json.dumps({**measured, **worker}))
 """
 )
 
@@ -113,10 +124,16 @@ def default_rate(threads: int) -> float:
 
 
 def one_run(
-    env: dict[str, str], threads: int, rate: float, seconds: float
+    env: dict[str, str],
+    threads: int,
+    rate: float,
+    seconds: float,
+    prefix: Sequence[str] = (),
 ) -> dict[str, Any]:
+    """One fresh cluster's figures; ``prefix`` runs it on another machine
+    (``bench/auto_machines.py``'s)."""
     out = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(threads), str(rate), str(seconds)],
+        [*prefix, sys.executable, "-c", SCRIPT, str(threads), str(rate), str(seconds)],
         env={**without_fastloop(dict(os.environ)), **env},
         capture_output=True,
         text=True,

@@ -1,6 +1,7 @@
 """What a shorter switch interval costs compute threads, and what their CPU clocks say of it.
 
     python bench/handover_signal.py [--threads 2,4] [--machines two-cores,one-core]
+                                    (or any of bench/auto_machines.py's machines)
                                     [--rounds N] [--window S] [--json PATH]
 
 T threads count in pure Python; every interval of auto mode's ladder and
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import _results
+from auto_machines import machine
 
 INTERVALS_US = (50, 100, 200, 500, 1000, 2000, 5000)
 
@@ -93,21 +95,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     results: list[dict[str, Any]] = []
-    for machine in args.machines.split(","):
-        prefix = {"one-core": ["taskset", "-c", "0"], "two-cores": []}[machine]
+    for name in args.machines.split(","):
         for threads in map(int, args.threads.split(",")):
-            out = subprocess.run(
-                [*prefix, sys.executable, "-c", PROGRAM, str(threads),
-                 str(args.rounds), str(args.window), ",".join(map(str, INTERVALS_US))],
-                capture_output=True, text=True, check=True, timeout=600,
-            ).stdout  # fmt: skip
+            with machine(name) as prefix:
+                out = subprocess.run(
+                    [*prefix, sys.executable, "-c", PROGRAM, str(threads),
+                     str(args.rounds), str(args.window),
+                     ",".join(map(str, INTERVALS_US))],
+                    capture_output=True, text=True, check=True, timeout=600,
+                ).stdout  # fmt: skip
             windows = json.loads(out)
             found = losses(windows)
             results.append(
-                {"machine": machine, "threads": threads, "losses": found,
+                {"machine": name, "threads": threads, "losses": found,
                  "windows": windows}
             )  # fmt: skip
-            print(f"{machine}, {threads} threads:")
+            print(f"{name}, {threads} threads:")
             for interval, row in found.items():
                 print(
                     f"  {int(interval):5d} us: progress lost {row['progress_loss']:+.3f}"
