@@ -22,7 +22,12 @@ distributed = pytest.importorskip(
 pytestmark = pytest.mark.dask
 
 from fastloop.dask import cluster_stats  # noqa: E402
-from tests_support import default_set  # noqa: E402
+from tests_support import (  # noqa: E402
+    default_set,
+    metrics_text,
+    spin,
+    worker_http_port,
+)
 
 ALL = default_set()
 
@@ -389,15 +394,6 @@ def test_doctor_gives_the_dask_settings_and_their_measured_gains():
     assert settled == {"direct_to_workers": True, "event_loop": "uvloop", "advice": []}
 
 
-def spin(seconds):
-    """A task that holds the GIL in pure Python for ``seconds``."""
-    end = time.monotonic() + seconds
-    n = 0
-    while time.monotonic() < end:
-        n += 1
-    return n
-
-
 def gil_contention_source(dask_worker):
     return type(dask_worker.monitor._gilknocker).__name__
 
@@ -437,21 +433,10 @@ def test_gil_contention_reaches_dask_without_gilknocker(tmp_path, monkeypatch, c
                 break
             time.sleep(0.25)
         (port,) = client.run(worker_http_port).values()
-        metrics = scrape_text(port)
+        metrics = metrics_text(port)
         client.cancel(busy)
     assert calm[0] is not None and calm[0] < 0.3
     assert seen[0] > 0.3  # a thread waking every ms would wait much of the time
     total = [line for line in metrics.splitlines() if line.startswith(
         "dask_worker_gil_contention")]  # fmt: skip
     assert total and float(total[0].split()[-1]) > 0, metrics[:2000]
-
-
-def worker_http_port(dask_worker):
-    return dask_worker.http_server.port
-
-
-def scrape_text(port):
-    import urllib.request
-
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as r:
-        return r.read().decode()

@@ -24,20 +24,10 @@ distributed = pytest.importorskip(
 )
 pytestmark = pytest.mark.dask
 
+from tests_support import scheduler_http_port, spin  # noqa: E402
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FIGURES = ("gil_wait_p99_ms", "write_p99_ms", "interval_us", "coalesced")
-
-
-def spin(seconds):
-    end = time.monotonic() + seconds
-    n = 0
-    while time.monotonic() < end:
-        n += 1
-    return n
-
-
-def scheduler_http_port(dask_scheduler):
-    return dask_scheduler.http_server.port
 
 
 def data(port):

@@ -29,7 +29,12 @@ pytestmark = pytest.mark.dask
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from fastloop.telemetry.schema import Snapshot  # noqa: E402
-from tests_support import declared_metrics  # noqa: E402
+from tests_support import (  # noqa: E402
+    declared_metrics,
+    metrics_text,
+    scheduler_http_port,
+    worker_http_port,
+)
 
 FAMILIES = set(declared_metrics(Snapshot)) - {"fastloop_patch_installed"}
 PAYLOAD = 1_000_000
@@ -40,19 +45,9 @@ def payload(n):
     return b"x" * n
 
 
-def worker_http_port(dask_worker):
-    return dask_worker.http_server.port
-
-
-def scheduler_http_port(dask_scheduler):
-    return dask_scheduler.http_server.port
-
-
 def scrape(port):
-    url = f"http://127.0.0.1:{port}/metrics"
-    with urllib.request.urlopen(url, timeout=60) as response:
-        text = response.read().decode()
-    return {family.name: family for family in text_string_to_metric_families(text)}
+    families = text_string_to_metric_families(metrics_text(port))
+    return {family.name: family for family in families}
 
 
 def value(families, name, sample, **labels):

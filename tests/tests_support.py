@@ -11,6 +11,8 @@ import site
 import socket
 import sysconfig
 import threading
+import time
+import urllib.request
 from asyncio import base_events, events
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -225,3 +227,30 @@ def bind_unused():
     sock.listen(128)
     sock.setblocking(False)
     return sock, sock.getsockname()[1]
+
+
+# --- dask clusters: what their processes run, and their HTTP servers ----------
+
+
+def spin(seconds: float) -> int:
+    """A task that holds the GIL in pure Python for ``seconds``."""
+    end = time.monotonic() + seconds
+    n = 0
+    while time.monotonic() < end:
+        n += 1
+    return n
+
+
+def worker_http_port(dask_worker: Any) -> int:
+    return int(dask_worker.http_server.port)
+
+
+def scheduler_http_port(dask_scheduler: Any) -> int:
+    return int(dask_scheduler.http_server.port)
+
+
+def metrics_text(port: int) -> str:
+    """A dask server's ``/metrics``, as served."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    with urllib.request.urlopen(url, timeout=60) as response:
+        return str(response.read().decode())
