@@ -178,8 +178,9 @@ def diagnose(
         settings[row.variable] = _from(
             row.doctor(env.get(row.variable)), chosen, row.name
         )
-    here = [p for p in chosen.problems if not p.variable.startswith(DASK_PLACES)]
-    in_dask = [p for p in chosen.problems if p.variable.startswith(DASK_PLACES)]
+    dask_only = (dask_config.CONFIG, dask_config.ARGUMENTS)
+    here = [p for p in chosen.problems if not p.variable.startswith(dask_only)]
+    in_dask = [p for p in chosen.problems if p.variable.startswith(dask_only)]
     snapshot = fastloop.stats()
     return {
         "python": f"{platform.python_implementation()} {platform.python_version()}",
@@ -216,15 +217,13 @@ def diagnose(
     }
 
 
-#: Where a value for dask servers only comes from (``Problem.variable``).
-DASK_PLACES = ("dask config", "preload argument")
-
-
 def _from(line: str, chosen: dask_config.Chosen, name: str) -> str:
     """A settings line; where dask's config sets the value (for dask servers,
     through the preload), that value and its key."""
+    from fastloop.dask import settings as dask_config
+
     source = chosen.sources[name]
-    if not source.startswith("dask config"):
+    if not source.startswith(dask_config.CONFIG):
         return line
     value = chosen.configured[dask_config.key(name)]
     return f"{line}; in dask servers: {value!r} (from {source})"

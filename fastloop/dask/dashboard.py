@@ -105,43 +105,42 @@ class Processes:
     """The scheduler's history of every process's figures (``HISTORY`` each)."""
 
     def __init__(self) -> None:
-        self.latest: dict[str, dict[str, Any]] = {}
         self.kinds: dict[str, str] = {}
         self.samples: dict[str, deque[dict[str, Any]]] = {}
-        #: Each process's figures of the last ``WINDOW_S``, oldest first.
+        #: Each process's figures of the last ``WINDOW_S``, oldest first: the
+        #: last is the latest heartbeat's.
         self.recent: dict[str, deque[dict[str, Any]]] = {}
 
     def add(self, name: str, kind: str, now: dict[str, Any] | None) -> None:
         """One process's figures; a heartbeat seen before adds nothing."""
-        before = self.latest.get(name)
-        if now is None or (before is not None and before["time"] == now["time"]):
-            return
-        self.latest[name] = now
-        self.kinds[name] = kind
         recent = self.recent.setdefault(name, deque())
-        while len(recent) > 1 and recent[1]["time"] <= now["time"] - WINDOW_S:
-            recent.popleft()
-        if before is not None:
+        if now is None or (recent and recent[-1]["time"] == now["time"]):
+            return
+        self.kinds[name] = kind
+        if recent:
+            while len(recent) > 1 and recent[1]["time"] <= now["time"] - WINDOW_S:
+                recent.popleft()
             history = self.samples.setdefault(name, deque(maxlen=HISTORY))
-            history.append(interval(before, now, recent[0]))
+            history.append(interval(recent[-1], now, recent[0]))
         recent.append(now)
 
     def forget_all_but(self, names: set[str]) -> None:
-        for gone in set(self.latest) - names:
-            for table in (self.latest, self.kinds, self.samples, self.recent):
+        for gone in set(self.recent) - names:
+            for table in (self.kinds, self.samples, self.recent):
                 table.pop(gone, None)
 
     def to_dict(self) -> dict[str, Any]:
+        latest = {name: recent[-1] for name, recent in self.recent.items() if recent}
         return {
             name: {
                 "kind": self.kinds[name],
-                "installed": latest["installed"],
-                "stuck": latest["stuck"],
-                "reason": latest["reason"],
+                "installed": last["installed"],
+                "stuck": last["stuck"],
+                "reason": last["reason"],
                 "samples": list(self.samples.get(name, ())),
             }
-            for name, latest in sorted(
-                self.latest.items(), key=lambda item: (item[0] != "scheduler", item[0])
+            for name, last in sorted(
+                latest.items(), key=lambda item: (item[0] != "scheduler", item[0])
             )
         }
 

@@ -28,6 +28,10 @@ from fastloop.patches import registry
 
 #: dask's config section, and the key that chooses the patches.
 SECTION = "fastloop"
+#: How a problem or a source names the places only dask servers read: the
+#: section (``dask config fastloop.block-ms``), the preload's arguments.
+CONFIG = f"dask config {SECTION}"
+ARGUMENTS = "preload argument"
 PATCHES = "patches"
 DEFAULT = "default"
 
@@ -72,8 +76,8 @@ def choose(
     chosen.problems += problems
     chosen.configured = from_config
     places = (
-        ("preload argument --{key}", given),
-        (f"dask config {SECTION}.{{key}}", from_config),
+        (f"{ARGUMENTS} --{{key}}", given),
+        (f"{CONFIG}.{{key}}", from_config),
     )
     known, default = registry.known(), registry.default_set()
 
@@ -120,7 +124,8 @@ def _from_arguments(
     arguments: Sequence[str],
 ) -> tuple[dict[str, str], list[config.Problem]]:
     """``--key value`` and ``--key=value`` pairs, by key."""
-    accepted = "--" + ", --".join(keys()) + ", each with a value"
+    known = keys()
+    accepted = "--" + ", --".join(known) + ", each with a value"
     found: dict[str, str] = {}
     bad: list[str] = []
     tokens = list(arguments)
@@ -129,7 +134,7 @@ def _from_arguments(
         name, equals, value = token.partition("=")
         name = name[2:] if name.startswith("--") else ""
         name = name.replace("_", "-")
-        if name not in keys():
+        if name not in known:
             bad.append(token)
             continue
         if not equals:
@@ -139,30 +144,27 @@ def _from_arguments(
             value = tokens.pop(0)
         found[name] = value
     shown = " ".join(arguments)
-    problems = [config.Problem("preload arguments", shown, tuple(bad), accepted)]
+    problems = [config.Problem(f"{ARGUMENTS}s", shown, tuple(bad), accepted)]
     return found, problems if bad else []
 
 
 def _from_section(section: Any) -> tuple[dict[str, object], list[config.Problem]]:
     """The section's values by canonical key (dask treats ``_`` and ``-`` alike)."""
     if not isinstance(section, Mapping):
-        return {}, [
-            config.Problem(
-                f"dask config {SECTION}", str(section), (str(section),), "a mapping"
-            )
-        ]
+        return {}, [config.Problem(CONFIG, str(section), (str(section),), "a mapping")]
+    known = keys()
     found: dict[str, object] = {}
     bad: list[str] = []
     for raw_key, value in section.items():
         name = str(raw_key).replace("_", "-")
-        if name not in keys():
+        if name not in known:
             bad.append(str(raw_key))
         elif name == PATCHES and not isinstance(value, str):
             found[name] = _patch_list(value)
         else:
             found[name] = value
-    accepted = ", ".join(keys())
-    problems = [config.Problem(f"dask config {SECTION}", None, tuple(bad), accepted)]
+    accepted = ", ".join(known)
+    problems = [config.Problem(CONFIG, None, tuple(bad), accepted)]
     return found, problems if bad else []
 
 

@@ -89,7 +89,11 @@ def quota_cpus(
             for base in (root, os.path.join(root, "unified")):
                 limits += _limits(base, path, _v2_limit)
         elif "cpu" in controllers.split(","):
-            for base in (os.path.join(root, controllers), os.path.join(root, "cpu")):
+            # "cpu,cpuacct" is mounted under that name, often linked as "cpu"
+            # too: one of them, read once.
+            bases = {os.path.realpath(os.path.join(root, name)): None
+                     for name in (controllers, "cpu")}  # fmt: skip
+            for base in bases:
                 limits += _limits(base, path, _v1_limit)
     return min(limits) if limits else None
 
