@@ -1,72 +1,160 @@
-"""Auto mode's price where it runs: bench/handover_signal.py and bench/auto_machines.py."""
+"""Auto mode's price where it runs: bench/handover_signal.py and bench/auto_frontier.py."""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
+from _machines import BUDGET
 from _render_apps import load
 from _render_gil import _ms, _ratio
 
 RESULTS = Path(__file__).parent / "results"
 
 
+#: The signals of bench/handover_signal.py, as the table names them.
+SIGNALS = {
+    "cpu": "CPU time",
+    "user": "user time",
+    "system": "system time",
+    "run_delay": "waiting for a CPU",
+    "runs": "times run",
+}
+#: The table's columns: system time, in ticks of 10 ms, hardly moves.
+SHOWN_SIGNALS = ("cpu", "user", "run_delay", "runs")
+#: The intervals the table shows of each machine (the others are in the file).
+SHOWN_US = ("50", "500")
+
+
 def handover_signal() -> list[str]:
-    """Progress lost and CPU time gained per interval, per machine and threads."""
+    """Progress lost beside each signal's change, and how well each tracks it."""
     data = load(RESULTS, "handover_signal.json")
-    intervals = list(data["results"][0]["losses"])[:-1]  # 5000 us is the base
+    results = data["results"]
+    counted = sorted({r["instructions"] for r in results})
     lines = [
         f"`bench/handover_signal.py`, {data['rounds']} rounds of "
-        f"{data['window_s']:g} s windows; against CPython's 5 ms, the threads' "
-        "progress lost / their CPU time's change:",
+        f"{data['window_s']:g} s windows; each figure is the change against "
+        "CPython's 5 ms, the median over rounds. Instructions retired: "
+        + "; ".join(counted)
+        + ".",
         "",
-        "| machine | threads | " + " | ".join(f"{i} us" for i in intervals) + " |",
-        "|---|---|" + "---|" * len(intervals),
+        "| machine | threads | interval | progress lost | "
+        + " | ".join(SIGNALS[s] for s in SHOWN_SIGNALS)
+        + " |",
+        "|---|---|---|---|" + "---|" * len(SHOWN_SIGNALS),
     ]
-    for result in data["results"]:
-        cells = [
-            f"{result['losses'][i]['progress_loss']:+.3f} / "
-            f"{result['losses'][i]['cpu_change']:+.3f}"
-            for i in intervals
-        ]
-        lines.append(
-            f"| {result['machine']} | {result['threads']} | " + " | ".join(cells) + " |"
+    for result in results:
+        for interval in SHOWN_US:
+            row = result["changes"][interval]
+            cells = [f"{row[s]:+.2f}" if s in row else "" for s in SHOWN_SIGNALS]
+            lines.append(
+                f"| {result['machine']} | {result['threads']} | {interval} us "
+                f"| {row['progress_loss']:+.3f} | " + " | ".join(cells) + " |"
+            )
+    cells = [row for r in results for i, row in r["changes"].items() if i != "5000"]
+    tracked = []
+    for signal, name in SIGNALS.items():
+        pairs = [(row["progress_loss"], row[signal]) for row in cells if signal in row]
+        try:
+            tracked.append(
+                f"{name} {statistics.correlation(*zip(*pairs, strict=True)):+.2f}"
+            )
+        except (statistics.StatisticsError, TypeError):  # too few, or constant
+            tracked.append(f"{name} none (it did not move)")
+    runs: dict[tuple[str, int], list[float]] = {}
+    for r in results:
+        runs.setdefault((r["machine"], r["threads"]), []).append(
+            r["changes"]["50"]["progress_loss"]
         )
+    again = [
+        f"{machine}, {threads} threads: "
+        + " and ".join(f"{loss:+.3f}" for loss in losses)
+        for (machine, threads), losses in runs.items()
+        if len(losses) > 1
+    ]
+    lines += [
+        "",
+        f"Over all {len(cells)} cells (every interval, machine and thread count), "
+        "the correlation of each signal's change with the progress lost: "
+        + ", ".join(tracked)
+        + ".",
+    ]
+    per_run = [
+        r["changes"]["50"]["progress_loss"] / r["changes"]["50"]["runs"]
+        for r in results
+        if r["changes"]["50"].get("runs", 0) > 1
+        and r["changes"]["50"]["progress_loss"] > 0.02
+    ]
+    if per_run:
+        lines += [
+            "",
+            "Progress lost at 50 us per unit of change in times run, where both "
+            f"moved: {min(per_run):.4f} to {max(per_run):.4f} "
+            f"({max(per_run) / min(per_run):.1f}x apart).",
+        ]
+    if again:
+        lines += [
+            "",
+            "Progress lost at 50 us by the same machine in runs minutes apart: "
+            + "; ".join(again)
+            + ".",
+        ]
     return lines
 
 
+#: The frontier's files: every machine with today's auto, and one core with
+#: auto and auto as it priced before the one-CPU rule (``auto-prior``).
+FRONTIERS = ("auto_frontier.json", "auto_frontier_one_cpu.json")
+
+
 def machines() -> list[str]:
-    """Today's auto on each variant of this machine, against the budget."""
+    """Auto on each variant of this machine, against the budget and the frontier."""
     lines = []
-    for name in ("auto_machines.json", "auto_machines_quota.json"):
+    for name in FRONTIERS:
         data = load(RESULTS, name)
+        autos = [a for a in ("auto", "auto-prior") if a in data["results"][0]["rows"]]
         lines += [
-            f"`bench/results/{name}`: {data['rounds']} interleaved rounds per "
-            f"machine and thread count, {data['seconds']:g} s each; arms: "
-            + ", ".join(data["arms"])
-            + f"; budget: compute >= {data['budget']:g} of stock.",
+            f"`bench/results/{name}`: {data['rounds']} interleaved rounds of "
+            f"{data['window_s']:g} s windows per machine and thread count, in one "
+            f"worker; budget: compute >= {data['budget']:g} of 5 ms's.",
             "",
-            "| machine | task threads | auto's compute | held | auto's p50 "
-            "| best fixed within the budget | its compute | its p50 | budget |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| machine | task threads | "
+            + " | ".join(f"{a}: compute, held, p50" for a in autos)
+            + " | best fixed within the budget: compute, p50 | budget |",
+            "|---|---|" + "---|" * len(autos) + "---|---|",
         ]
         for result in data["results"]:
-            lines.append(_machine_row(result))
+            lines.append(_machine_row(result, autos))
         lines.append("")
     return lines[:-1]
 
 
-def _machine_row(result: dict[str, Any]) -> str:
-    verdict, rows = result["verdict"], result["rows"]
-    best = verdict["best_fixed_within_budget"]
-    held = sorted(set(verdict.get("auto_held_us", [])))
+def _machine_row(result: dict[str, Any], autos: list[str]) -> str:
+    rows = result["rows"]
+    within = [
+        arm
+        for arm, row in rows.items()
+        if arm.endswith(" us") and row["compute_per_s_vs_stock"]["ratio"] >= BUDGET
+    ]
+    best = min(within, key=lambda arm: rows[arm]["p50_s"], default=None)
+    cells = []
+    for auto in autos:
+        row = rows[auto]
+        held = ", ".join(f"{h:g}" for h in row["held_us"])
+        cells.append(
+            f"{_ratio(row['compute_per_s_vs_stock'])}, {held} us, {_ms(row['p50_s'])}"
+        )
+    best_cell = (
+        f"{best}: {_ratio(rows[best]['compute_per_s_vs_stock'])}, "
+        f"{_ms(rows[best]['p50_s'])}"
+        if best
+        else "none"
+    )
     auto = rows["auto"]
+    held_budget = auto["compute_per_s_vs_stock"]["ratio"] >= BUDGET
     return (
-        f"| {result['machine']} | {result['threads']} "
-        f"| {_ratio(auto.get('compute_per_s_vs_stock'))} "
-        f"| {', '.join(f'{h:g} us' for h in held)} | {_ms(auto['p50_s'])} "
-        f"| {best or 'none'} "
-        f"| {_ratio(rows[best].get('compute_per_s_vs_stock')) if best else ''} "
-        f"| {_ms(rows[best]['p50_s']) if best else ''} "
-        f"| {'held' if verdict['auto_holds_budget'] else 'broken'} |"
+        f"| {result['machine']} | {result['threads']} | "
+        + " | ".join(cells)
+        + f" | {best_cell} | {'held' if held_budget else 'broken'} |"
     )

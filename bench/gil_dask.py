@@ -60,12 +60,8 @@ def count(seconds):
         n += 1
     return n
 
-def calls_beside_tasks(client, actor, threads, rate, seconds):
-    # 1 ms actor calls, ``rate`` a second for ``seconds``, beside ``threads``
-    # tasks counting in Python for the whole time
-    counting_s = seconds + 1.5
-    tasks = [client.submit(count, counting_s, pure=False) for _ in range(threads)]
-    time.sleep(0.75)  # the tasks run, and auto mode has seen them
+def calls(actor, rate, seconds):
+    # the round trips of 1 ms actor calls, ``rate`` a second for ``seconds``
     trips = []
     start = due = time.perf_counter()
     while (now := time.perf_counter()) < start + seconds:
@@ -75,6 +71,14 @@ def calls_beside_tasks(client, actor, threads, rate, seconds):
         began = time.perf_counter()
         actor.work().result()
         trips.append(time.perf_counter() - began)
+    return trips
+
+def calls_beside_tasks(client, actor, threads, rate, seconds):
+    # 1 ms actor calls beside ``threads`` tasks counting in Python all along
+    counting_s = seconds + 1.5
+    tasks = [client.submit(count, counting_s, pure=False) for _ in range(threads)]
+    time.sleep(0.75)  # the tasks run, and auto mode has seen them
+    trips = calls(actor, rate, seconds)
     counted = client.gather(tasks)
     trips.sort()
     return {"p50_s": trips[len(trips) // 2], "p90_s": trips[int(len(trips) * 0.9)],
@@ -131,7 +135,7 @@ def one_run(
     prefix: Sequence[str] = (),
 ) -> dict[str, Any]:
     """One fresh cluster's figures; ``prefix`` runs it on another machine
-    (``bench/auto_machines.py``'s)."""
+    (``bench/_machines.py``)."""
     out = subprocess.run(
         [*prefix, sys.executable, "-c", SCRIPT, str(threads), str(rate), str(seconds)],
         env={**without_fastloop(dict(os.environ)), **env},
