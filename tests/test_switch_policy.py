@@ -25,19 +25,31 @@ class Clock:
         self.now = 0
 
     def feed(
-        self, wait_ns: int, competitors: int, loops: int = 1, cpus: int = 2, ticks=1
+        self,
+        wait_ns: int,
+        competitors: int,
+        loops: int = 1,
+        cpus: int = 2,
+        ticks=1,
+        one_cpu: bool = False,
     ) -> float:
         for _ in range(ticks):
             self.now += self.rules.tick_ns()
             known = competitors if self.rules.wants_competitors() else -1
-            held = self.rules.step(Sample(self.now, wait_ns, known, loops, cpus))
+            held = self.rules.step(
+                Sample(self.now, wait_ns, known, loops, cpus, one_cpu)
+            )
         return held
 
 
-def engaged_with(competitors: int, cpus: int = 2, budget: float = 0.03) -> Clock:
+def engaged_with(
+    competitors: int, cpus: int = 2, budget: float = 0.03, one_cpu: bool = False
+) -> Clock:
     rules = Policy(FOUND_US, budget)
     clock = Clock(rules)
-    clock.feed(5 * MS, competitors, cpus=cpus, ticks=policy.ENGAGE_TICKS + 1)
+    clock.feed(
+        5 * MS, competitors, cpus=cpus, ticks=policy.ENGAGE_TICKS + 1, one_cpu=one_cpu
+    )
     assert rules.engaged
     return clock
 
@@ -98,6 +110,22 @@ def test_compute_threads_get_the_shortest_interval_within_the_budget(
     expected = policy.cost(interval, competitors, cpus)
     assert clock.rules.cost == pytest.approx(expected)
     assert expected <= budget or interval == policy.LADDER_US[-1]
+
+
+@pytest.mark.parametrize("competitors", [2, 4, 8])
+def test_threads_on_one_cpu_take_turns_and_get_the_shortest_interval(competitors):
+    clock = engaged_with(competitors, cpus=1, budget=0.05, one_cpu=True)
+    assert clock.rules.interval_us == policy.LADDER_US[0]
+    assert clock.rules.cost == 0.0
+    assert "taking turns on one CPU" in clock.rules.why
+
+
+def test_a_quota_of_one_cpu_is_not_one_cpu():
+    """Under a quota the threads run on several CPUs until it throttles them."""
+    clock = engaged_with(2, cpus=1, budget=0.05, one_cpu=False)
+    assert clock.rules.interval_us == 2000
+    assert clock.rules.cost == pytest.approx(policy.cost(2000, 2, 1))
+    assert "one CPU" not in clock.rules.why
 
 
 def test_more_compute_threads_lengthen_at_once_fewer_shorten_only_when_agreed():

@@ -425,4 +425,5 @@ def test_the_cpus_counted_are_the_fewer_of_affinity_and_quota(
         _switch_controller.os, "sched_getaffinity", lambda _: set(range(8))
     )
     monkeypatch.setattr(_switch_controller, "quota_cpus", lambda: quota)
-    assert _switch_controller.cpus() == counted
+    assert _switch_controller.allowed_cpus() == 8
+    assert _switch_controller.cpus(_switch_controller.allowed_cpus()) == counted

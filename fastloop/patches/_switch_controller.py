@@ -52,14 +52,18 @@ SMOOTHING = 0.2
 ALONE_TICKS = 10
 
 
-def cpus() -> int:
-    """The CPUs this process gets: the ones the OS lets it run on, and no more
-    than its CPU quota buys (a container's limit, which the affinity does not
-    show: a container of 2 CPUs on a 64-core host may run on all 64)."""
+def allowed_cpus() -> int:
+    """The CPUs the OS lets this process run on (its affinity)."""
     try:
-        allowed = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
-        allowed = os.cpu_count() or 1
+        return os.cpu_count() or 1
+
+
+def cpus(allowed: int) -> int:
+    """The CPUs this process gets: the ``allowed`` ones, and no more than its
+    CPU quota buys (a container's limit, which the affinity does not show: a
+    container of 2 CPUs on a 64-core host may run on all 64)."""
     quota = quota_cpus()
     if quota is None:
         return allowed
@@ -260,7 +264,8 @@ class Controller:
     def _ticks(self, stop: _thread.LockType) -> None:
         policy = self.policy
         shares = ThreadShares()
-        count = cpus()
+        allowed = allowed_cpus()
+        count = cpus(allowed)
         clock = time.perf_counter_ns
         last = clock()
         alone = 0
@@ -282,7 +287,7 @@ class Controller:
             held, engagements = policy.interval_us, policy.engagements
             wanted = policy.step(
                 _switch_policy.Sample(
-                    now, now - began - tick, competitors, loops, count
+                    now, now - began - tick, competitors, loops, count, allowed == 1
                 )
             )
             self._record(held, now - last, now - began - tick)
