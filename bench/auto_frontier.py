@@ -7,9 +7,8 @@
 
 Needs distributed.  ``bench/gil_dask.py`` starts a fresh cluster per arm
 and round, and a fresh worker's task threads run at one of two speeds
-about 15% apart (the same arm, round after round: 11.5-12.0 or 13.0-13.9
-million counts a second beside two task threads), which no arm causes and
-which makes its intervals wider than the differences asked about.  Here
+whatever the arm, which makes its intervals wider than the differences
+asked about.  Here
 one cluster per machine and thread count runs every arm in windows, in the
 worker's process: ``fastloop.configure(switch_interval_us=...)`` applies at
 once, so the windows of one round differ only in the interval held (or in
