@@ -6,7 +6,6 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from _machines import BUDGET
 from _render_apps import load
 from _render_gil import _ms, _ratio
 
@@ -131,13 +130,8 @@ def machines() -> list[str]:
 
 
 def _machine_row(result: dict[str, Any], autos: list[str]) -> str:
-    rows = result["rows"]
-    within = [
-        arm
-        for arm, row in rows.items()
-        if arm.endswith(" us") and row["compute_per_s_vs_stock"]["ratio"] >= BUDGET
-    ]
-    best = min(within, key=lambda arm: rows[arm]["p50_s"], default=None)
+    rows, verdict = result["rows"], result["verdict"]
+    best = verdict["best_fixed_within_budget"]
     cells = []
     for auto in autos:
         row = rows[auto]
@@ -151,10 +145,9 @@ def _machine_row(result: dict[str, Any], autos: list[str]) -> str:
         if best
         else "none"
     )
-    auto = rows["auto"]
-    held_budget = auto["compute_per_s_vs_stock"]["ratio"] >= BUDGET
+    budget = "held" if verdict["auto_holds_budget"] else "broken"
     return (
         f"| {result['machine']} | {result['threads']} | "
         + " | ".join(cells)
-        + f" | {best_cell} | {'held' if held_budget else 'broken'} |"
+        + f" | {best_cell} | {budget} |"
     )
