@@ -322,3 +322,49 @@ def test_a_reader_registered_before_install_is_left_to_stock():
         return muted, body
 
     assert asyncio.run(main()) == (0, b"x" * 100)
+
+
+def eof_polled_then_unmuted():
+    """The order a half-closing client meets: its EOF is polled while the fd
+    is muted, and the same iteration adds read interest back and schedules
+    the handler's next step (as ``set_close_callback`` then ``post()`` do)."""
+    from tornado.ioloop import IOLoop
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        ioloop = IOLoop.current()
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        seen: list[str] = []
+        done = loop.create_future()
+
+        def on_events(fd, events):
+            seen.append("read")
+            ioloop.remove_handler(fd)
+            if not done.done():
+                done.set_result(None)
+
+        ioloop.add_handler(a.fileno(), on_events, ioloop.READ)
+        ioloop.update_handler(a.fileno(), 0)  # the request read: interest dropped
+        b.shutdown(socket.SHUT_WR)  # the client's EOF, readable from now on
+
+        def add_interest_back():
+            ioloop.update_handler(a.fileno(), ioloop.READ)
+            loop.call_soon(seen.append, "next step")
+
+        # Runs in the next iteration, whose poll reports the EOF first.
+        loop.call_soon(add_interest_back)
+        await asyncio.wait_for(done, 5)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        a.close()
+        b.close()
+        return seen
+
+    return asyncio.run(main())
+
+
+def test_an_eof_polled_while_muted_is_not_delivered_before_stock_would():
+    stock, patched = differential(eof_polled_then_unmuted, PATCH)
+    assert stock == ["next step", "read"]
+    assert patched == stock

@@ -10,12 +10,18 @@ message (several per dask actor call).
 
 While installed, dropping read interest in ``update_handler`` takes the fd
 out of ``IOLoop.readers`` as stock does but leaves asyncio's reader
-registered, marking the fd *muted*; adding it back while muted only
-unmarks it.  If the selector reports the fd readable while it is muted,
-the reader is removed for real then, as stock removed it at the drop, and
-nothing is delivered: the handler sees no event stock would not have
-given it, so buffering, back-pressure (a reader that stops reading stops
-draining the socket) and close detection are stock's.  ``remove_handler``
+registered, marking the fd *muted*; adding it back while muted unmarks it
+and calls asyncio's ``add_reader`` as stock does, which finds the mask
+unchanged (no ``epoll_ctl``) and swaps in a fresh handle, cancelling the
+muted one: a READ the last poll queued for the muted reader is not
+delivered in the iteration that unmuted it (stock, with no reader at that
+poll, sees it one poll later, after the callbacks already queued; a
+handler that half-closes right after its request depends on that order).
+If the selector reports the fd readable while it is muted, the reader is
+removed for real then, as stock removed it at the drop, and nothing is
+delivered: the handler sees no event stock would not have given it, nor
+one earlier, so buffering, back-pressure (a reader that stops reading
+stops draining the socket) and close detection are stock's.  ``remove_handler``
 removes a muted reader for real, so ``IOLoop.readers``, ``handlers`` and
 the selector are stock's once a stream is closed.
 
@@ -163,9 +169,13 @@ def registering(
         number, _ = self.split_fd(fd)
         readers = self.readers
         if events & read:
-            if number in reads.muted:  # still registered: no syscall
+            if number in reads.muted:
+                # Stock's add_reader, on a key whose mask already has READ: no
+                # epoll_ctl, but a fresh handle.  The muted one is cancelled,
+                # so a READ the last poll queued for it is not delivered this
+                # iteration, where stock (no reader at that poll) sees it in
+                # the next one.
                 reads.muted.discard(number)
-                readers.add(number)
                 resumed_count()
             elif number not in readers:
                 stock_update(self, fd, events)
@@ -176,7 +186,7 @@ def registering(
             readers.remove(number)
             reads.muted.add(number)
             muted_count()
-        stock_update(self, fd, events)  # writers; readers already as stock's
+        stock_update(self, fd, events)
 
     return add_handler, update_handler
 
