@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import gc
+import inspect
 import os
 import signal
+import sys
 import threading
 import time
 import weakref
@@ -752,3 +754,66 @@ def test_a_finalizer_that_adds_a_callback_mid_call_neither_deadlocks_nor_loses_i
     finally:
         held.release()
         held.stop()
+
+
+def pause_at(code, marker: str, reached: threading.Event, resume: threading.Event):
+    """A trace function that holds this thread before ``code``'s line holding
+    ``marker`` runs, setting ``reached``, until ``resume`` is set."""
+    lines, first = inspect.getsourcelines(code)
+    target = {first + i for i, line in enumerate(lines) if marker in line}
+    assert target, f"{marker!r} is not in {code.co_name}"
+
+    def local(frame, event, arg):
+        if event == "line" and frame.f_lineno in target:
+            reached.set()
+            assert resume.wait(30)
+        return local
+
+    def trace(frame, event, arg):
+        return local if frame.f_code is code else None
+
+    return trace
+
+
+def test_a_producer_paused_across_uninstall_and_install_loses_nothing():
+    """A producer that read the tail under a new install's lock while the loop
+    starts a batch queued under the old one: the interleaving forced by
+    holding the producer just before it appends."""
+
+    def scenario():
+        ran: list[int] = []
+        with current_loop() as (loop, io):
+            io.add_callback(ran.append, 1)  # queued off the loop, not running yet
+            if fastloop.installed():
+                fastloop.uninstall()
+                fastloop.install(["add_callback"])
+            reached, resume = threading.Event(), threading.Event()
+            add_callback = type(io).add_callback
+
+            def produce():
+                try:
+                    if hasattr(add_callback, "__wrapped__"):
+                        code = add_callback.__code__
+                        marker = "tail._items += item"
+                        sys.settrace(pause_at(code, marker, reached, resume))
+                    io.add_callback(ran.append, 2)
+                finally:
+                    sys.settrace(None)
+                    reached.set()
+
+            producer = threading.Thread(target=produce)
+            producer.start()
+            try:
+                assert reached.wait(30)
+                loop.call_soon(loop.stop)
+                loop.run_forever()  # one iteration: the first batch runs
+            finally:
+                resume.set()
+                producer.join(30)
+            for _ in range(3):
+                loop.call_soon(loop.stop)
+                loop.run_forever()
+        return ran
+
+    stock, patched = differential(scenario, ["add_callback"])
+    assert stock == patched == [1, 2]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
+import itertools
 import threading
 from asyncio import events
 from collections.abc import Callable, Sequence
@@ -38,6 +39,10 @@ _batched = ADD_CALLBACK.batched.add
 _batched_one = ADD_CALLBACK.batched.increment
 
 
+#: Far enough apart that no loop iterates from one start to the next.
+_FIRST_ITERATIONS = itertools.count(0, 1 << 40)
+
+
 class LoopState:
     """What one IOLoop's add_callback needs; kept on the IOLoop, no cycles."""
 
@@ -48,8 +53,10 @@ class LoopState:
         self.ready: collections.deque[Any] | None = ready
         #: True on loops without a ready deque (uvloop): call_soon per callback.
         self.call_soon = call_soon
-        #: Loop iterations so far (bumped once per iteration on the loop thread).
-        self.iteration = 0
+        #: Loop iterations so far (bumped once per iteration on the loop thread),
+        #: counted from a start of this state's own: a batch stamped under an
+        #: earlier install of the same loop never matches this one's count.
+        self.iteration = next(_FIRST_ITERATIONS)
         #: Guards RemoteBatch appends against the loop starting that batch.
         #: Reentrant: an allocation under it can run a finalizer that calls
         #: add_callback on the same thread (distributed's ``Future.__del__``

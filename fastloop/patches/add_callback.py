@@ -39,11 +39,14 @@ the class's ``add_callback`` back first, so no new call starts patched;
 then it takes both attributes off every object.  A call already running
 keeps the state it read for the rest of that one call, which is safe: on
 the loop thread no iteration passes inside one call, so the iteration it
-compares is still current; from another thread it appends to a
-``RemoteBatch`` under the state's lock, which the batch in the ready queue
-(it holds the state itself, not the IOLoop's attribute) honours when it
-runs.  A call that finds no state once uninstalled is given one that takes
-the stock path, and attaches nothing (``PerObject.setdefault``).
+compares is still current; from another thread it appends only to a
+``RemoteBatch`` made under that same state, whose lock the batch takes
+when it starts (it holds the state itself, not the IOLoop's attribute).
+A batch queued before an uninstall and install belongs to the old state:
+a producer holding the new lock opens a batch of its own behind it rather
+than append to one the loop may be starting under the other lock.  A call
+that finds no state once uninstalled is given one that takes the stock
+path, and attaches nothing (``PerObject.setdefault``).
 
 The stock path remains for asyncio debug mode (it checks every handle),
 for IOLoop subclasses that override ``_run_callback``, and for loops this
@@ -243,7 +246,7 @@ def apply(module: ModuleType) -> list[Change]:
                 tail = ready[-1] if ready else None
                 if (
                     tail.__class__ is RemoteBatch
-                    and tail._ioloop is self
+                    and tail._state is state  # started under this lock only
                     and not tail._started
                 ):
                     tail._items += item
