@@ -46,8 +46,10 @@ def settings_table() -> list[str]:
         "| `FASTLOOP` | unset, empty, `0`, `false` | nothing; unset, the `.pth` line "
         "imports nothing |",
         "| | `1`, `true`, `all` | every patch of the default set |",
-        "| | `add_callback,wakeup,...` | only the named patches; `all` in a list is "
-        f"the default set, so `all,{_opt_in()[0]}` adds the opt-in {opt_in} |",
+        "| | `add_callback,wakeup,...` | only the named patches; `1`, `true` or "
+        f"`all` in a list is the default set, so `1,{_opt_in()[0]}` adds the "
+        f"opt-in {opt_in}; a value with no usable name installs nothing (the "
+        "dask preload agrees) |",
     ]
     for row in config.SETTINGS:
         effect = row.effect.format(**_fields())

@@ -31,22 +31,30 @@ OFF = frozenset({"0", "false"})
 class Problem:
     """A value that could not be used, as the one line printed for it."""
 
-    __slots__ = ("accepted", "bad", "value", "variable")
+    __slots__ = ("accepted", "bad", "outcome", "value", "variable")
 
     def __init__(
-        self, variable: str, value: str | None, bad: tuple[str, ...], accepted: str
+        self,
+        variable: str,
+        value: str | None,
+        bad: tuple[str, ...],
+        accepted: str,
+        outcome: str = "",
     ) -> None:
         self.variable = variable
         self.value = value
         self.bad = bad
         self.accepted = accepted
+        #: What applies instead, when the caller knows ("installing nothing").
+        self.outcome = outcome
 
     def __str__(self) -> str:
         tokens = ", ".join(repr(t) for t in self.bad)
         where = (
             self.variable if self.value is None else f"{self.variable}={self.value!r}"
         )
-        return f"fastloop: ignoring {tokens} in {where}; accepted: {self.accepted}"
+        line = f"fastloop: ignoring {tokens} in {where}; accepted: {self.accepted}"
+        return f"{line}; {self.outcome}" if self.outcome else line
 
 
 class SettingError(ValueError):
@@ -64,8 +72,11 @@ def parse_patches(
     Returns an empty set when nothing is to be installed.  Keywords and
     names are case-insensitive and surrounding blanks are ignored; empty
     items of a comma list (``"add_callback,"``) are harmless and skipped.
-    ``all`` in a list stands for the default set (``default``, else every
-    known name), so ``all,poll`` adds the opt-in ``poll`` to it.
+    ``all``, ``1`` or ``true`` in a list stands for the default set
+    (``default``, else every known name), so ``1,poll`` adds the opt-in
+    ``poll`` to it; ``0`` or ``false`` in a list is a bad token (off and a
+    name at once say nothing).  A problem says what is installed instead,
+    which for a value with nothing usable is nothing.
     """
     accepted = f"1, true, all, 0, false, empty, or a comma list of {', '.join(known)}"
     text = (value or "").strip().lower()
@@ -79,14 +90,18 @@ def parse_patches(
         token = raw.strip()
         if not token:
             continue
-        if token == "all":
+        if token in ON:
             chosen.update(known if default is None else default)
         elif token in known:
             chosen.add(token)
         else:
             bad.append(raw.strip() or raw)
-    problems = [Problem(variable, value or "", tuple(bad), accepted)] if bad else []
-    return frozenset(chosen), problems
+    if not bad:
+        return frozenset(chosen), []
+    outcome = "installing " + (", ".join(sorted(chosen)) if chosen else "nothing")
+    return frozenset(chosen), [
+        Problem(variable, value or "", tuple(bad), accepted, outcome)
+    ]
 
 
 def patches_from_environ(
@@ -235,12 +250,20 @@ def _write_timing_line(value: str | None) -> str:
 AUTO = "auto"
 
 
+#: The fixed intervals accepted (us).  CPython stores whole microseconds:
+#: below 1 it keeps 0, and far above, the conversion overflows to 0 too.  A
+#: loop thread waiting a second for the GIL is past any interval one means.
+INTERVAL_RANGE_US = (1.0, 1_000_000.0)
+INTERVAL_ACCEPTED = "auto, or a number of microseconds from 1 to 1000000"
+
+
 def _interval(value: object) -> float | str:
     if isinstance(value, str) and value.strip().lower() == AUTO:
         return AUTO
     number = finite_number(value, positive=True)
-    if number is None:
-        raise SettingError("auto, or a number > 0 (microseconds)")
+    shortest, longest = INTERVAL_RANGE_US
+    if number is None or not shortest <= number <= longest:
+        raise SettingError(INTERVAL_ACCEPTED)
     return number
 
 
@@ -441,7 +464,7 @@ SETTINGS: tuple[Setting, ...] = (
         "switch_interval_us",
         "FASTLOOP_SWITCH_INTERVAL_US",
         _interval,
-        "auto, or a number > 0 (microseconds)",
+        INTERVAL_ACCEPTED,
         effect=(
             "`switchinterval`: auto keeps CPython's interval until threads wait for "
             "the GIL beside a running loop, then holds the shortest interval within "

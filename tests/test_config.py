@@ -31,6 +31,8 @@ KNOWN = ("add_callback", "wakeup", "write_to_fd")
         ("wakeup, Write_To_Fd", frozenset({"wakeup", "write_to_fd"})),
         ("add_callback,", frozenset({"add_callback"})),
         ("all,add_callback", frozenset(KNOWN)),
+        ("1,add_callback", frozenset(KNOWN)),
+        ("True, wakeup", frozenset(KNOWN)),
     ],
 )
 def test_accepted_values(value, expected):
@@ -47,11 +49,11 @@ def test_accepted_values(value, expected):
         ("add-callback", frozenset(), ("add-callback",)),
         ("add_callback;wakeup", frozenset(), ("add_callback;wakeup",)),
         ("add_callback,bogus", frozenset({"add_callback"}), ("bogus",)),
-        ("true,false", frozenset(), ("true", "false")),
+        ("true,false", frozenset(KNOWN), ("false",)),
+        ("0,wakeup", frozenset({"wakeup"}), ("0",)),
         ("wakeup,,nope, zzz", frozenset({"wakeup"}), ("nope", "zzz")),
         ("\u2713", frozenset(), ("\u2713",)),
         ("add_callback wakeup", frozenset(), ("add_callback wakeup",)),
-        ("1,add_callback", frozenset({"add_callback"}), ("1",)),
     ],
 )
 def test_malformed_values_keep_the_valid_part_and_name_the_bad_tokens(
@@ -70,6 +72,22 @@ def test_malformed_values_keep_the_valid_part_and_name_the_bad_tokens(
         "accepted: 1, true, all, 0, false, empty, or a comma list of add_callback"
         in line
     )
+    installed = ", ".join(sorted(expected)) if expected else "nothing"
+    assert line.endswith(f"; installing {installed}")
+
+
+@pytest.mark.parametrize(
+    "value", ["1e308", "1e-9", "0.5", "1000001", "inf", "nan", "-5", "0", "fast"]
+)
+def test_a_switch_interval_out_of_range_is_refused_with_the_range(value):
+    with pytest.raises(config.SettingError, match="from 1 to 1000000"):
+        config.parse_setting("switch_interval_us", value)
+
+
+@pytest.mark.parametrize("value", ["1", "1000000", "200", " auto "])
+def test_a_switch_interval_in_range_is_taken(value):
+    parsed = config.parse_setting("switch_interval_us", value)
+    assert parsed == "auto" or parsed == float(value)
 
 
 def test_bootstrap_never_raises(monkeypatch, capsys):

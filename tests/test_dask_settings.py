@@ -14,6 +14,7 @@ import pytest
 import fastloop
 from fastloop import config
 from fastloop.dask import settings
+from fastloop.patches import registry
 from tests_support import default_set
 
 
@@ -180,8 +181,22 @@ def test_what_the_application_set_in_code_is_left_alone(monkeypatch):
 
 
 def test_patches_nothing_usable_in_a_place_falls_through_to_the_next():
-    chosen = settings.choose({"FASTLOOP": "bogus"}, ("--patches", "wakeup"), {})
-    assert chosen.patches == {"wakeup"}
-    assert chosen.sources["patches"] == "preload argument --patches"
+    chosen = settings.choose(
+        {}, ("--patches", "bogus"), {"patches": "wakeup,write_to_fd"}
+    )
+    assert chosen.patches == {"wakeup", "write_to_fd"}
+    assert chosen.sources["patches"] == "dask config fastloop.patches"
     [problem] = chosen.problems
-    assert "ignoring 'bogus' in FASTLOOP='bogus'" in str(problem)
+    assert str(problem).endswith("; the next place applies")
+
+
+@pytest.mark.parametrize("value", ["banana", "yes", "1,poll", "0,wakeup", "on,off"])
+def test_the_preload_installs_what_start_up_installed_for_a_bad_fastloop(value):
+    known, default = registry.known(), registry.default_set()
+    at_start_up, problems = config.patches_from_environ(
+        {"FASTLOOP": value}, known, default
+    )
+    chosen = settings.choose({"FASTLOOP": value}, ("--patches", "wakeup"), {})
+    assert chosen.patches == at_start_up
+    assert chosen.sources["patches"] == "FASTLOOP"
+    assert [str(p) for p in chosen.problems] == [str(p) for p in problems]

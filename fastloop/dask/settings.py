@@ -15,7 +15,9 @@ per process.  One value, four places; the first that has it wins:
 4. the default.
 
 A bad value or an unknown key gives one line and the rest still applies:
-configuration never stops a dask server.
+configuration never stops a dask server.  A bad value falls through to the
+next place, except a ``FASTLOOP`` with no usable name: start-up read it
+before the preload and installed nothing, and the preload agrees.
 """
 
 from __future__ import annotations
@@ -92,8 +94,12 @@ def choose(
             continue
         patches, problems = config.parse_patches(listed, known, place, default)
         chosen.problems += problems
-        if problems and not patches:
-            continue  # nothing usable here: the next place's value applies
+        if problems and not patches and place != "FASTLOOP":
+            # Nothing usable here: the next place's value applies.  Not for
+            # FASTLOOP, which start-up read first: it installed nothing.
+            for problem in problems:
+                problem.outcome = "the next place applies"
+            continue
         chosen.patches, chosen.sources[PATCHES] = patches, place
         break
 
