@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 
 import pytest
 from tornado.iostream import IOStream, PipeIOStream
@@ -323,6 +324,67 @@ def test_streams_do_not_grow_anything_global():
         gc.collect()
         fastloop.stats()  # folds what the collector handed over
         assert len(live.WRITE_TO_FD._live) == alive
+
+
+def idle_streams(count: int) -> int:
+    """Bytes allocated per stream for ``count`` streams that wrote once."""
+
+    async def main():
+        held = []
+        for _ in range(3):  # warm: first-use classes and caches
+            mine, peer = socket.socketpair()
+            held.append((IOStream(mine), peer))
+            await held[-1][0].write(b"w")
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for _ in range(count):
+                mine, peer = socket.socketpair()
+                held.append((IOStream(mine), peer))
+                await held[-1][0].write(b"w")
+            gc.collect()
+            used = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        for stream, peer in held:
+            stream.close()
+            peer.close()
+        return used // count
+
+    return asyncio.run(main())
+
+
+#: The bound docs/patches.md states: a stream's tally (half of it the
+#: duration histogram's buckets), one weak reference and its set entry.
+STREAM_BYTES = 1280
+
+
+def test_an_idle_stream_costs_what_the_docs_state():
+    stock, patched = differential(lambda: idle_streams(500), PATCH)
+    assert 0 < patched - stock < STREAM_BYTES
+
+
+def test_a_closed_stream_is_folded_as_it_goes_not_at_a_later_write():
+    async def main():
+        for _ in range(50):
+            mine, peer = socket.socketpair()
+            stream = IOStream(mine)
+            await stream.write(b"c" * 10)
+            stream.close()
+            peer.close()
+        del stream
+
+    with fastloop.patched(PATCH):
+        fastloop.reset_stats()
+        gc.collect()
+        alive = len(live.WRITE_TO_FD._live)
+        asyncio.run(main())
+        gc.collect()
+        # Nothing read the figures or wrote since: the collection folded them.
+        assert len(live.WRITE_TO_FD._live) == alive
+        assert not live.WRITE_TO_FD._collected
+        assert fastloop.stats().write_to_fd.bytes_written == 500
 
 
 def test_a_collected_stream_is_folded_into_the_totals_exactly():

@@ -269,6 +269,23 @@ def life_long(section: type[Section], tally: Any) -> Callable[[str], Any]:
     return raw
 
 
+class Owned(weakref.ref):  # type: ignore[type-arg]
+    """A weak reference to a stream that carries the stream's tally.
+
+    Compared by identity: two references to one live object would otherwise
+    be equal, and a set would keep one tally of two.
+    """
+
+    __slots__ = ("tally",)
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+    tally: Any
+
+
+def _nothing() -> None:
+    return None
+
+
 class PerStreamTallies(Source):
     """Figures counted per object (a stream), summed when read.
 
@@ -276,7 +293,11 @@ class PerStreamTallies(Source):
     lock.  Tallies of live streams are summed with the folded tallies of
     collected ones; a tally stays counted until its stream is collected,
     even once the stream no longer carries it (uninstalled), so nothing
-    counted is lost.
+    counted is lost.  A stream's tally is folded as the stream is collected
+    (a weak reference's callback), not at some later write or read: it
+    cannot go sooner, since ``stream_stats`` must still answer for a closed
+    stream that something holds.  Per stream: the tally and one weak
+    reference.
     """
 
     #: The attribute a stream carries its tally in.
@@ -288,14 +309,16 @@ class PerStreamTallies(Source):
         super().__init__(section)
         self._state = state
         self._tally: type | None = None
-        self._live: set[Any] = set()
-        #: The collected streams' tallies added up (made at the first drain).
+        #: A weak reference to each live owner, carrying its tally.
+        self._live: set[Owned] = set()
+        #: The collected owners' tallies added up (made at the first drain).
         self._folded: Any = None
-        #: A collected stream's tally waits here (a deque append needs no
-        #: lock, and the garbage collector may run a finalizer inside read()).
-        self._collected: collections.deque[Any] = collections.deque()
+        #: A collected owner's reference waits here until folded (a deque
+        #: append needs no lock, and the collector may run the callback
+        #: inside a read on the same thread).
+        self._collected: collections.deque[Owned] = collections.deque()
         #: Reentrant: an allocation under it (a drain's fold, a read's) can run
-        #: a finalizer that writes to a new stream on the same thread
+        #: a callback that writes to a new stream on the same thread
         #: (distributed's ``Future.__del__``): ``track`` again, which a plain
         #: Lock would deadlock.
         self._lock = threading.RLock()
@@ -316,11 +339,12 @@ class PerStreamTallies(Source):
         self._busy = False
 
     def _locked(self, body: Callable[[], R]) -> R:
-        """``body()`` under the lock, after folding the collected tallies.
+        """``body()`` under the lock, between two folds of the collected tallies.
 
-        A section nested in another on the same thread (a finalizer) folds
-        nothing: mid-fold, or mid-read, folding would count a tally twice or
-        lose an update.  The outer drain, or the next one, takes it.
+        A section nested in another on the same thread (a collection run by
+        an allocation) folds nothing: mid-fold, or mid-read, folding would
+        count a tally twice or lose an update.  The outer section folds it
+        once its body is done.
         """
         with self._lock:
             if self._busy:
@@ -328,33 +352,39 @@ class PerStreamTallies(Source):
             self._busy = True
             try:
                 self._drain()
-                return body()
+                result = body()
+                self._drain()
+                return result
             finally:
                 self._busy = False
 
     def track(self, owner: object) -> Any:
         """A new tally for ``owner``, counted live until the owner is collected."""
-        tally = self.tally()
-        self._locked(lambda: self._live.add(tally))
-        weakref.finalize(owner, self._collected.append, tally).atexit = False
+        reference = Owned(owner, self._on_collected)
+        reference.tally = tally = self.tally()
+        self._locked(lambda: self._live.add(reference))
         return tally
+
+    def _on_collected(self, reference: Owned) -> None:
+        self._collected.append(reference)
+        self._locked(_nothing)
 
     def live(self) -> list[Any]:
         """The tallies of the owners alive now."""
-        return self._locked(lambda: list(self._live))
+        return self._locked(lambda: [reference.tally for reference in self._live])
 
     def _drain(self) -> None:
         if self._folded is None:
             self._folded = self.tally()
         while self._collected:
-            tally = self._collected.popleft()
-            self._live.discard(tally)
-            add_into(self.section, self._folded, tally)
+            reference = self._collected.popleft()
+            self._live.discard(reference)
+            add_into(self.section, self._folded, reference.tally)
 
     def _all(self) -> list[Any]:
         # A copy: a nested track (a finalizer run by an allocation in the
         # caller's loop) may add to the live set while the caller iterates.
-        return [self._folded, *self._live]
+        return [self._folded, *(reference.tally for reference in self._live)]
 
     def read(self) -> Section:
         total = self.tally()
