@@ -9,6 +9,7 @@ served (always 0 under stock).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import struct
@@ -253,3 +254,33 @@ def test_peer_reset_closes_as_stock():
 
     stock, patched = differential(lambda: run(main)[0], PATCH)
     assert stock == patched == ("StreamClosedError", True)
+
+
+def error_traceback_holds_a_buffer():
+    """A failed read's error, kept by the stream: does its traceback still
+    reach the buffer another stream reads into next?"""
+
+    async def main():
+        lonely = IOStream(socket.socket())  # never connected: recv fails
+        with contextlib.suppress(OSError):
+            lonely._read_to_buffer()
+        error = lonely.error
+        a, b = socket.socketpair()
+        other = IOStream(a)
+        b.send(b"another connection's bytes")
+        await other.read_bytes(6, partial=True)
+        other.close()
+        b.close()
+        frames = []
+        traceback = error.__traceback__
+        while traceback is not None:
+            frames.append(traceback.tb_frame.f_locals.get("buf"))
+            traceback = traceback.tb_next
+        return type(error).__name__, [f for f in frames if f is not None]
+
+    return asyncio.run(main())
+
+
+def test_a_failed_reads_traceback_does_not_reach_the_kept_buffer():
+    stock, patched = differential(error_traceback_holds_a_buffer, PATCH)
+    assert stock == patched == ("OSError", [])

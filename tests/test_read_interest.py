@@ -15,6 +15,7 @@ import os
 import selectors
 import socket
 import struct
+import threading
 
 import pytest
 from tornado.iostream import IOStream, PipeIOStream, StreamClosedError
@@ -262,11 +263,17 @@ def test_pipes():
     assert stock == patched == [*BODIES[:3], b""]
 
 
-def test_uvloop_streams():
+def test_uvloop_streams_keep_stock_drops():
+    """uvloop runs a reader's handle from inside its poll: a fresh handle
+    could not hold back a readiness polled while muted, so nothing is muted."""
     uvloop = pytest.importorskip("uvloop")
+    fastloop.reset_stats()
     runs = differential(lambda: uvloop.run(_uvloop_main()), PATCH)
     assert runs[0] == runs[1]
     assert runs[0][0] == [part for body in BODIES for part in (body, body)]
+    assert fastloop.stats().read_interest.muted == 0
+    declined = {name for name, _ in fastloop.patches.registry.loop_declines()}
+    assert "read_interest" in declined
 
 
 async def _uvloop_main():
@@ -368,3 +375,52 @@ def test_an_eof_polled_while_muted_is_not_delivered_before_stock_would():
     stock, patched = differential(eof_polled_then_unmuted, PATCH)
     assert stock == ["next step", "read"]
     assert patched == stock
+
+
+def uninstalled_from_another_thread_then_fd_reused(toggle: bool):
+    """Uninstall from another thread while an fd is muted; before the loop
+    takes the marks off, the stream closes and a new socket gets its number."""
+    from tornado.ioloop import IOLoop
+
+    async def main():
+        ioloop = IOLoop.current()
+        got = asyncio.get_running_loop().create_future()
+        a, b = socket.socketpair()
+        number = a.fileno()
+        ioloop.add_handler(number, lambda fd, events: None, ioloop.READ)
+        ioloop.update_handler(number, 0)
+        if toggle:
+            uninstalling = threading.Thread(target=fastloop.uninstall)
+            uninstalling.start()
+            uninstalling.join()
+        ioloop.remove_handler(number)
+        a.close()
+        c, d = socket.socketpair()
+        assert c.fileno() == number
+
+        def on_read(fd, events):
+            if not got.done():
+                got.set_result(c.recv(10))
+
+        ioloop.add_handler(c.fileno(), on_read, ioloop.READ)
+        d.send(b"hello")
+        try:
+            return await asyncio.wait_for(got, 5)
+        except asyncio.TimeoutError:
+            return "never polled"
+        finally:
+            ioloop.remove_handler(c.fileno())
+            for sock in (b, c, d):
+                sock.close()
+
+    return asyncio.run(main())
+
+
+def test_a_number_reused_between_uninstall_and_its_undo_is_polled():
+    stock = uninstalled_from_another_thread_then_fd_reused(toggle=False)
+    fastloop.install(PATCH)
+    try:
+        patched = uninstalled_from_another_thread_then_fd_reused(toggle=True)
+    finally:
+        fastloop.uninstall()
+    assert stock == patched == b"hello"

@@ -658,3 +658,69 @@ def test_an_iostream_with_our_counters_stays_within_the_shared_names():
         names = asyncio.run(main())
     assert "_fastloop_writes" in names
     assert len(names) <= SHARED_KEYS_MAX, sorted(names)
+
+
+def test_a_collection_never_waits_for_a_section_another_thread_holds():
+    """The collector must not stay open on the tallies' lock (a fork then
+    would leave the child unable to collect); the holder folds on its way out."""
+    entered, release = threading.Event(), threading.Event()
+
+    async def one_stream():
+        mine, peer = socket.socketpair()
+        stream = IOStream(mine)
+        await stream.write(b"h" * 7)
+        stream.close()
+        peer.close()
+        return stream
+
+    with fastloop.patched(PATCH):
+        fastloop.reset_stats()
+        stream = asyncio.run(one_stream())
+        alive = len(live.WRITE_TO_FD._live)
+
+        def hold():
+            entered.set()
+            assert release.wait(30)
+
+        holder = threading.Thread(target=lambda: live.WRITE_TO_FD._locked(hold))
+        holder.start()
+        try:
+            assert entered.wait(30)
+            del stream  # collected here, on this thread, while the lock is held
+            assert len(live.WRITE_TO_FD._collected) == 1
+        finally:
+            release.set()
+            holder.join(30)
+        assert not live.WRITE_TO_FD._collected
+        assert len(live.WRITE_TO_FD._live) == alive - 1
+        assert fastloop.stats().write_to_fd.bytes_written == 7
+
+
+def test_streams_alive_at_exit_print_nothing(tmp_path):
+    script = (
+        "import asyncio, socket, fastloop\n"
+        "fastloop.install(['write_to_fd'])\n"
+        "from tornado.iostream import IOStream\n"
+        "kept = []\n"
+        "async def main():\n"
+        "    for _ in range(3):\n"
+        "        a, b = socket.socketpair()\n"
+        "        kept.append((IOStream(a), b))\n"
+        "        await kept[-1][0].write(b'x')\n"
+        "asyncio.run(main())\n"
+        "print(sorted(fastloop.installed()))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0,
+        "['write_to_fd']\n",
+        "",
+    )

@@ -175,6 +175,9 @@ def apply(module: ModuleType) -> list[Change]:
         finally:
             if size <= KEPT_AT_MOST:
                 kept.buffer = buf
+            # As stock's ``del buf``: a traceback kept with the stream's error
+            # must not reach the buffer, which the next read lends elsewhere.
+            buf = None
         if self._read_buffer_size > self.max_buffer_size:
             overflowed(self)
         return bytes_read  # type: ignore[no-any-return]

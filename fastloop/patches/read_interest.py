@@ -28,28 +28,37 @@ the selector are stock's once a stream is closed.
 What differs while an fd is muted: the selector still holds it (stock's
 holds it too whenever a stream is idle), and one readable report costs
 the loop one more turn of its callback.  An fd closed by its owner without
-``remove_handler`` while muted leaves a stale selector key, as an idle
-stream's does in stock; a new ``add_handler`` of that fd number removes
-it first.
+``remove_handler`` while muted leaves a stale selector key that stock
+would not have: a new file given that number and registered straight
+through asyncio's ``add_reader`` is not polled (Tornado's streams remove
+their handler before they close; a new ``add_handler`` of that number
+removes the stale key first).
 
-Only readers this patch registered are muted: a reader added before
-install delivers through stock's ``_handle_events``, which would not know
-the mark, so its drops stay stock's.  Uninstall unmutes every loop on its
-own thread (muted fds not read again are removed for real, with the marks):
-the loop thread is the only one that registers readers, and a loop
-running elsewhere gets the undo as a callback, until which the marks stay
-with the replacement ``_handle_events`` its registrations are bound to.
+Only asyncio's selector loops mute: they queue a polled reader's handle to
+run later, which is what lets a fresh handle hold back a readiness polled
+while muted.  uvloop runs the handle from inside its poll, so its loops
+keep stock's drops, declined with one line (``declined``).  Only readers
+this patch registered are muted: a reader added before install delivers
+through stock's ``_handle_events``, which would not know the mark, so its
+drops stay stock's.  Uninstall unmutes every loop on its own thread
+(muted fds not read again are removed for real, with the marks): the loop
+thread is the only one that registers readers, and a loop running
+elsewhere gets the undo as a callback, until which the marks stay with the
+replacement ``_handle_events`` its registrations are bound to.  A muted fd
+that stock's methods re-added in that window is registered afresh then,
+since its number may have passed to a new file the kernel never saw.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+from asyncio import selector_events
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from fastloop.patches import Patch, changed_method, needs_gil
+from fastloop.patches import Patch, changed_method, needs_gil, registry
 from fastloop.patches.changes import Change, PerObject, Swap
 from fastloop.telemetry.live import counters
 
@@ -106,20 +115,44 @@ class Reads:
         self.ours: set[int] = set()
 
 
-def unmute_all(loop: Any) -> None:
+def declined(loop: Any) -> bool:
+    """Keep stock's drops on loops that run a reader's handle as they poll.
+
+    Unmuting swaps in a fresh handle, which holds back a readiness polled
+    while muted only where the poll queues handles to run later (asyncio's
+    selector loops).  uvloop runs the handle from inside its poll, so a
+    readiness in the same batch would be delivered before stock saw it.
+    """
+    selector_loop = loop.selector_loop
+    if isinstance(selector_loop, selector_events.BaseSelectorEventLoop):
+        return False
+    kind = type(selector_loop)
+    registry.declined_on_loop(
+        "read_interest",
+        selector_loop,
+        f"{kind.__module__}.{kind.__qualname__} runs reader handles as it polls",
+    )
+    return True
+
+
+def unmute_all(loop: Any, read: int) -> None:
     """Uninstall: what stock would hold, on the loop's own thread."""
 
     def unmute() -> None:
-        reads: Reads | None = getattr(loop, "_fastloop_reads", None)
+        reads: Reads | None = vars(loop).pop("_fastloop_reads", None)
         if reads is None:
-            return
-        del loop._fastloop_reads
+            return  # a loop of a kind this patch keeps stock on
         muted, reads.muted = reads.muted, set()
         if loop.asyncio_loop.is_closed():
             return  # its selector is gone, and with it every registration
+        selector_loop = loop.selector_loop
         for fd in muted:
-            if fd not in loop.readers:  # re-added by stock meanwhile: keep
-                loop.selector_loop.remove_reader(fd)
+            selector_loop.remove_reader(fd)
+            if fd in loop.readers:
+                # Stock re-added it meanwhile onto the key left registered,
+                # without epoll_ctl; the number may now be another file's,
+                # which the kernel has never seen.  Register it afresh.
+                selector_loop.add_reader(fd, loop._handle_events, fd, read)
 
     asyncio_loop = loop.asyncio_loop
     here = asyncio._get_running_loop() is asyncio_loop
@@ -234,13 +267,13 @@ def apply(module: ModuleType) -> list[Change]:
         )
     }
     # The marks are taken off by unmute_all itself, on the loop's thread.
-    loops = PerObject(detach=unmute_all)
+    loops = PerObject(detach=functools.partial(unmute_all, read=read))
 
     def reads_of(loop: Any) -> Reads | None:
         try:
-            reads: Reads = loop._fastloop_reads
+            reads: Reads | None = loop._fastloop_reads
         except AttributeError:
-            reads = Reads()
+            reads = None if declined(loop) else Reads()
             if not loops.put(loop, _fastloop_reads=reads):
                 return None  # uninstalled meanwhile: stock
         return reads

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -282,10 +283,6 @@ class Owned(weakref.ref):  # type: ignore[type-arg]
     tally: Any
 
 
-def _nothing() -> None:
-    return None
-
-
 class PerStreamTallies(Source):
     """Figures counted per object (a stream), summed when read.
 
@@ -344,19 +341,23 @@ class PerStreamTallies(Source):
         A section nested in another on the same thread (a collection run by
         an allocation) folds nothing: mid-fold, or mid-read, folding would
         count a tally twice or lose an update.  The outer section folds it
-        once its body is done.
+        once its body is done, and what another thread's collection left
+        while the lock was held once the lock is free (``_fold_collected``).
         """
-        with self._lock:
-            if self._busy:
-                return body()
-            self._busy = True
-            try:
-                self._drain()
-                result = body()
-                self._drain()
-                return result
-            finally:
-                self._busy = False
+        try:
+            with self._lock:
+                if self._busy:
+                    return body()
+                self._busy = True
+                try:
+                    self._drain()
+                    result = body()
+                    self._drain()
+                    return result
+                finally:
+                    self._busy = False
+        finally:
+            self._fold_collected()
 
     def track(self, owner: object) -> Any:
         """A new tally for ``owner``, counted live until the owner is collected."""
@@ -366,8 +367,31 @@ class PerStreamTallies(Source):
         return tally
 
     def _on_collected(self, reference: Owned) -> None:
+        if sys.is_finalizing():
+            return  # nobody reads totals any more, and imports fail now
         self._collected.append(reference)
-        self._locked(_nothing)
+        self._fold_collected()
+
+    def _fold_collected(self) -> None:
+        """Fold what collections left, unless another section holds the lock.
+
+        Never waits: this runs inside the collector, which must not stay open
+        on a lock (a fork meanwhile would leave the child unable to collect).
+        The holder calls this again once it lets go; under the GIL, of an
+        append and a failed try on one side and a release on the other,
+        whichever comes last sees the other's.
+        """
+        while self._collected and self._lock.acquire(blocking=False):
+            try:
+                if self._busy:
+                    return  # nested in a section of this thread: it folds
+                self._busy = True
+                try:
+                    self._drain()
+                finally:
+                    self._busy = False
+            finally:
+                self._lock.release()
 
     def live(self) -> list[Any]:
         """The tallies of the owners alive now."""
