@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests_support import bench_module
+
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 
@@ -35,15 +37,6 @@ def pages() -> dict[str, str]:
     for path in sorted(DOCS.glob("*.md")):
         found[str(path.relative_to(REPO))] = path.read_text()
     return found
-
-
-def bench_module(name: str):
-    """A module of bench/ (the renderers), importable once the tree is there."""
-    if not (REPO / "bench").exists():
-        pytest.skip("needs the source tree")
-    if str(REPO / "bench") not in sys.path:
-        sys.path.insert(0, str(REPO / "bench"))
-    return importlib.import_module(name)
 
 
 def page(name: str) -> str:
@@ -221,7 +214,7 @@ def test_parse_patches_example_adds_an_opt_in_patch():
     from fastloop.patches import RECORDS
 
     opt_in = {name for name, _, _, on in RECORDS if not on}
-    examples = re.findall(r"``all,(\w+)``", config.parse_patches.__doc__ or "")
+    examples = re.findall(r"``(?:all|1),(\w+)``", config.parse_patches.__doc__ or "")
     assert examples
     assert set(examples) <= opt_in
 

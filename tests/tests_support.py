@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
 import re
 import site
 import socket
+import sys
 import sysconfig
 import threading
 import time
@@ -254,3 +256,13 @@ def metrics_text(port: int) -> str:
     url = f"http://127.0.0.1:{port}/metrics"
     with urllib.request.urlopen(url, timeout=60) as response:
         return str(response.read().decode())
+
+
+def bench_module(name: str) -> Any:
+    """A module of the checkout's bench/, importable once the tree is there."""
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    if not bench.exists():
+        pytest.skip("needs the source tree")
+    if str(bench) not in sys.path:
+        sys.path.insert(0, str(bench))
+    return importlib.import_module(name)
