@@ -8,6 +8,7 @@ such file: the tests skip locally and fail under CI (``CI`` set).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -334,3 +335,20 @@ def test_start_up_installs_what_is_imported_and_arms_the_rest(pth, first, expect
     result = run(f"{first}; import fastloop; print(sorted(fastloop.installed()))", "1")
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout.strip() == expected
+
+
+def test_available_answers_alike_before_and_after_tornado_is_imported(pth):
+    """Asked first, available() imports the targets, which applies the armed
+    patches: a check must not then read fastloop's replacement as stock's."""
+    code = (
+        "import json, fastloop; before = fastloop.available(); "
+        "import tornado.platform.asyncio, tornado.iostream; "
+        "print(json.dumps([before, fastloop.available(), "
+        "sorted(fastloop.installed())]))"
+    )
+    result = run(code, "1")
+    assert result.returncode == 0, result.stderr
+    before, after, installed = json.loads(result.stdout)
+    assert before == after
+    assert all(before[name] is None for name in installed)
+    assert set(installed) >= set(default_set()) - {"switchinterval"}

@@ -217,13 +217,15 @@ def check(name: str) -> str | None:
 def available() -> dict[str, str | None]:
     """For each patch: None if it can apply in this process, else why not.
 
-    Imports each patch's target module to look.  An active patch applies by
-    definition (its check would read fastloop's replacements, not stock's).
+    Imports each patch's target module to look, all of them first: an
+    import can apply a patch that is armed for it, whose check would then
+    read fastloop's replacement.  An active patch applies by definition.
     """
-    return {
-        name: None if name in _state.applied else check(name)
-        for name in list(_state.patches)
-    }
+    names = list(_state.patches)
+    for target in {_state.patches[name].target for name in names}:
+        with contextlib.suppress(Exception):  # check() says why, below
+            importlib.import_module(target)
+    return {name: None if name in _state.applied else check(name) for name in names}
 
 
 @contextlib.contextmanager
