@@ -24,6 +24,7 @@ import _render_dask
 import _render_front
 import _render_gil
 import _render_results
+import _render_soak
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -38,6 +39,7 @@ BLOCKS: tuple[tuple[str, str, Callable[[], list[str]]], ...] = (
     ("docs/results.md", "apps", lambda: _render_apps.render(RESULTS)),
     ("docs/results.md", "writes", _render_results.render_writes),
     ("docs/results.md", "startup", _render_results.render_startup),
+    ("docs/results.md", "soak", lambda: _render_soak.render(RESULTS)),
     ("docs/results.md", "samples", _render_results.render_samples),
     ("docs/gil.md", "gil", lambda: _render_gil.render(RESULTS)),
     ("docs/gil.md", "policy", _render_code.policy_constants),
