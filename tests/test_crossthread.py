@@ -667,8 +667,13 @@ def test_run_in_executor_storm_completes():
         fastloop.reset_stats()
         assert asyncio.run(storm()) == [i * i for i in range(2_000)]
         snapshot = fastloop.stats()
-    assert snapshot.wakeup.requested >= 2_000
     assert snapshot.wakeup.written <= snapshot.wakeup.requested
+    if sys.version_info < (3, 14):
+        # From 3.14 asyncio copies a job already finished when its future is
+        # chained on the loop thread, without a wake-up; before, each woke it.
+        assert snapshot.wakeup.requested >= 2_000
+    else:
+        assert 0 < snapshot.wakeup.requested <= 2_001
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")

@@ -12,6 +12,7 @@ import json
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -126,10 +127,13 @@ def test_scheduler_and_worker_processes_serve_fastloop_metrics(monkeypatch):
             assert new["written"] > old["written"], process
         for address in workers:
             old, new = counts(before[address]), counts(after[address])
-            # Each worker sent its result to the client, and its executor
-            # thread woke the loop when the task finished.
+            # Each worker sent its result to the client, and (before 3.14,
+            # whose asyncio copies a job already done without waking the
+            # loop) its executor thread woke the loop when the task finished.
             assert new["written"] - old["written"] >= PAYLOAD
-            assert new["wakeups"] > old["wakeups"]
+            if sys.version_info < (3, 14):
+                assert new["wakeups"] > old["wakeups"]
+            assert new["wakeups"] >= old["wakeups"]
             assert_watchdog_beats(ports[address])
 
 

@@ -22,7 +22,8 @@ CHILD = textwrap.dedent(
     import tornado.platform.asyncio, tornado.iostream
     import fastloop
     slow = os.environ.get("FASTLOOP_SLOW_WRITE_MS")
-    print("child", sorted(fastloop.installed()), slow)
+    # Flushed: with stdout a pipe the grandchild's line would come first.
+    print("child", sorted(fastloop.installed()), slow, flush=True)
     grandchild = (
         "import tornado.platform.asyncio, tornado.iostream, fastloop; "
         "print('grandchild', sorted(fastloop.installed()))"
@@ -34,7 +35,13 @@ CHILD = textwrap.dedent(
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    """This environment without FASTLOOP* variables, nor the buffering it
+    happens to ask for: the tests must not depend on PYTHONUNBUFFERED."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("FASTLOOP") and k != "PYTHONUNBUFFERED"
+    }
     env.update(extra)
     return env
 
