@@ -13,6 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from fastloop.runtime import fork
+
 log = logging.getLogger("fastloop")
 
 #: A tick that keeps failing is logged at most this often.
@@ -33,13 +35,32 @@ class Ticker:
         tick: Callable[[], bool],
         on_exit: Callable[[], None] | None = None,
     ) -> None:
+        self._name = name
         self._period_s = period_s
         self._tick = tick
         self._on_exit = on_exit
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        #: Set while the thread ends for a fork: it starts again after it.
+        self._pausing = False
 
     def start(self) -> None:
+        self._thread.start()
+        fork.across(self)
+
+    def pause_for_fork(self) -> bool:
+        if not self.running or self._thread is threading.current_thread():
+            return False
+        self._pausing = True
+        self._stopping.set()
+        self._thread.join()
+        fork.wait_gone(self._thread.native_id)
+        return True
+
+    def resume_after_fork(self) -> None:
+        self._pausing = False
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
         self._thread.start()
 
     @property
@@ -72,5 +93,5 @@ class Ticker:
                             failures,
                         )
         finally:
-            if self._on_exit is not None:
+            if self._on_exit is not None and not self._pausing:
                 self._on_exit()

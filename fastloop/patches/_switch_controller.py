@@ -38,6 +38,7 @@ from collections.abc import Callable
 from fastloop.config import settings
 from fastloop.observers import ioloops
 from fastloop.patches import _switch_policy
+from fastloop.runtime import fork
 from fastloop.telemetry import live
 
 #: A thread that ran this share of the time counts as a compute thread.
@@ -219,7 +220,10 @@ class Controller:
         self._lock = threading.RLock()
         self._stop: _thread.LockType | None = None
         self._done: _thread.LockType | None = None
+        self._ident: int | None = None
+        self._native_id: int | None = None
         self.policy = _switch_policy.Policy(application_us, settings.switch_budget)
+        fork.across(self)
 
     @property
     def running(self) -> bool:
@@ -249,6 +253,16 @@ class Controller:
         if done.acquire(timeout=1.0):
             done.release()
 
+    def pause_for_fork(self) -> bool:
+        if not self.running or threading.get_ident() == self._ident:
+            return False
+        self.stop()
+        fork.wait_gone(self._native_id)
+        return True
+
+    def resume_after_fork(self) -> None:
+        self.start()
+
     def forget_thread(self) -> None:
         """In a forked child: no thread runs there, whatever the locks say."""
         self._lock = threading.RLock()
@@ -256,6 +270,7 @@ class Controller:
         self.policy = _switch_policy.Policy(self.application_us, settings.switch_budget)
 
     def _run(self, stop: _thread.LockType, done: _thread.LockType) -> None:
+        self._ident, self._native_id = threading.get_ident(), threading.get_native_id()
         try:
             self._ticks(stop)
         finally:

@@ -1,0 +1,76 @@
+"""Forking beside fastloop's threads: none is there at the fork, all are back after.
+
+From 3.12 CPython warns that forking a multi-threaded process may deadlock
+the child (an error under ``-W error``, which Tornado's pre-forking tests
+use); stock forks a process of one thread without a word.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests_support import require_installed_pth
+
+pytestmark = pytest.mark.skipif(
+    not os.path.isdir("/proc/self/task") or not hasattr(os, "fork"),
+    reason="counts threads in /proc (Linux)",
+)
+
+#: The probe's hooks are registered before fastloop is imported: its
+#: ``before`` runs after fastloop's (reverse order), its ``after_in_parent``
+#: before fastloop's, so both see what the fork warning counts.
+APP = """
+import json, os, sys, threading, time
+
+def threads():
+    return len(os.listdir("/proc/self/task"))
+
+seen = {}
+os.register_at_fork(
+    before=lambda: seen.setdefault("at the fork", threads()),
+    after_in_parent=lambda: seen.setdefault("right after", threads()),
+)
+import fastloop
+import tornado.ioloop
+
+fastloop.install()
+watching = fastloop.watch(threshold_ms=1000)
+# The controller starts with a second thread, and outlives it a while.
+helper = threading.Thread(target=time.sleep, args=(0.05,))
+helper.start()
+helper.join()
+time.sleep(0.2)
+seen["ours before"] = threads() - 1
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+os.waitpid(pid, 0)
+time.sleep(0.2)
+seen["ours after"] = threads() - 1
+watching.stop()
+print(json.dumps(seen))
+"""
+
+
+def test_fastloops_threads_stop_for_a_fork_and_start_again():
+    require_installed_pth()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    flags = ["-W", "error::DeprecationWarning"] if sys.version_info >= (3, 12) else []
+    result = subprocess.run(
+        [sys.executable, *flags, "-c", APP],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    assert seen["ours before"] == 2  # the watchdog's thread and the controller's
+    assert seen["at the fork"] == seen["right after"] == 1
+    assert seen["ours after"] == 2
