@@ -2,7 +2,7 @@
 
     python bench/auto_frontier.py [--machines one-core,two-cores,busy-machine,quota]
                                   [--threads 1,2,4,8] [--rounds N]
-                                  [--arms 5000,50,100,200,500,1000,2000,auto,auto-prior]
+                                  [--arms 5000,50,100,200,500,1000,2000,auto]
                                   [--settle S] [--window S] [--json PATH]
 
 Needs distributed.  ``bench/gil_dask.py`` starts a fresh cluster per arm
@@ -43,9 +43,8 @@ from _pinning import PIN_THREADS
 from fastloop import ab
 from gil_dask import WORKLOAD, default_rate
 
-#: The arms: stock's interval first (the base), every rung, then auto; and
-#: ``auto-prior`` (``--arms``), auto priced as before the one-CPU rule.
-ARMS = ("5000", "50", "100", "200", "500", "1000", "2000", "auto", "auto-prior")
+#: The arms: stock's interval first (the base), every rung, then auto.
+ARMS = ("5000", "50", "100", "200", "500", "1000", "2000", "auto")
 
 SCRIPT = (
     PIN_THREADS
@@ -78,15 +77,7 @@ def progress(dask_worker):
 
 def hold(arm):
     import fastloop
-    from fastloop.patches import _switch_policy as policy
-    # "auto-prior": auto as it priced before the one-CPU rule, on any machine
-    cost = policy.__dict__.setdefault("bench_cost", policy.cost)
-    if arm == "auto-prior":
-        policy.cost = lambda interval, competitors, cpus, one_cpu=False: cost(
-            interval, competitors, cpus)
-    else:
-        policy.cost = cost
-    if arm.startswith("auto"):  # from calm, as in a fresh process
+    if arm == "auto":  # from calm, as in a fresh process
         fastloop.configure(switch_interval_us=5000.0)
         fastloop.configure(switch_interval_us="auto")
     else:
@@ -162,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--machines", default=",".join(MACHINES))
     parser.add_argument("--threads", default="1,2,4,8")
-    parser.add_argument("--arms", default=",".join(ARMS[:-1]))
+    parser.add_argument("--arms", default=",".join(ARMS))
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--settle", type=float, default=0.6)
     parser.add_argument("--window", type=float, default=2.0)

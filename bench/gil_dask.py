@@ -39,6 +39,7 @@ from typing import Any
 
 import _results
 from _arms import gil_arms, without_fastloop
+from _machines import MACHINES, machine
 from _pinning import PIN_THREADS
 from fastloop import ab
 from fastloop.cli.bench import min_rounds
@@ -197,6 +198,13 @@ def main(argv: list[str] | None = None) -> int:
         "--rate", type=float, help="actor calls a second (default: 20 / task threads)"
     )
     parser.add_argument("--arms", help="comma list of arm names (default: all)")
+    parser.add_argument(
+        "--machine",
+        default="two-cores",
+        choices=MACHINES,
+        help="where the cluster runs (bench/_machines.py); the client is pinned "
+        "to CPU 1 where it may run there",
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path)
     args = parser.parse_args(argv)
@@ -226,17 +234,20 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
-        runs = ab.interleave(
-            {
-                arm: functools.partial(one_run, env, threads, rate, args.seconds)
-                for arm, env in chosen.items()
-            },
-            rounds=args.rounds,
-            warmup=0,
-            progress=lambda done, total: print(
-                f"  round {done}/{total}", file=sys.stderr, flush=True
-            ),
-        )
+        with machine(args.machine) as prefix:
+            runs = ab.interleave(
+                {
+                    arm: functools.partial(
+                        one_run, env, threads, rate, args.seconds, prefix
+                    )
+                    for arm, env in chosen.items()
+                },
+                rounds=args.rounds,
+                warmup=0,
+                progress=lambda done, total: print(
+                    f"  round {done}/{total}", file=sys.stderr, flush=True
+                ),
+            )
         for arm, arm_runs in runs.items():  # each arm ran what it says
             wanted = (
                 "switchinterval" in chosen[arm].get("FASTLOOP", "") or arm == "auto"
@@ -265,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             args.json,
             "gil_dask",
             distributed=distributed.__version__,
+            machine=args.machine,
             seconds=args.seconds,
             rounds=args.rounds,
             arms=chosen,

@@ -31,25 +31,18 @@ class Clock:
         loops: int = 1,
         cpus: int = 2,
         ticks=1,
-        one_cpu: bool = False,
     ) -> float:
         for _ in range(ticks):
             self.now += self.rules.tick_ns()
             known = competitors if self.rules.wants_competitors() else -1
-            held = self.rules.step(
-                Sample(self.now, wait_ns, known, loops, cpus, one_cpu)
-            )
+            held = self.rules.step(Sample(self.now, wait_ns, known, loops, cpus))
         return held
 
 
-def engaged_with(
-    competitors: int, cpus: int = 2, budget: float = 0.03, one_cpu: bool = False
-) -> Clock:
+def engaged_with(competitors: int, cpus: int = 2, budget: float = 0.03) -> Clock:
     rules = Policy(FOUND_US, budget)
     clock = Clock(rules)
-    clock.feed(
-        5 * MS, competitors, cpus=cpus, ticks=policy.ENGAGE_TICKS + 1, one_cpu=one_cpu
-    )
+    clock.feed(5 * MS, competitors, cpus=cpus, ticks=policy.ENGAGE_TICKS + 1)
     assert rules.engaged
     return clock
 
@@ -113,19 +106,23 @@ def test_compute_threads_get_the_shortest_interval_within_the_budget(
 
 
 @pytest.mark.parametrize("competitors", [2, 4, 8])
-def test_threads_on_one_cpu_take_turns_and_get_the_shortest_interval(competitors):
-    clock = engaged_with(competitors, cpus=1, budget=0.05, one_cpu=True)
-    assert clock.rules.interval_us == policy.LADDER_US[0]
-    assert clock.rules.cost == 0.0
-    assert "taking turns on one CPU" in clock.rules.why
-
-
-def test_a_quota_of_one_cpu_is_not_one_cpu():
-    """Under a quota the threads run on several CPUs until it throttles them."""
-    clock = engaged_with(2, cpus=1, budget=0.05, one_cpu=False)
+def test_threads_beyond_one_free_cpu_get_the_longer_interval(competitors):
+    """One CPU, by affinity, quota or a neighbour's use, prices hand-overs as
+    beyond the CPUs: in doubt, the budget's side."""
+    clock = engaged_with(competitors, cpus=1, budget=0.05)
     assert clock.rules.interval_us == 2000
-    assert clock.rules.cost == pytest.approx(policy.cost(2000, 2, 1))
-    assert "one CPU" not in clock.rules.why
+    assert clock.rules.cost == pytest.approx(policy.cost(2000, competitors, 1))
+    assert clock.rules.cost > policy.cost(2000, competitors, competitors)
+    assert "more than the 1 CPU free" in clock.rules.why
+
+
+def test_a_cpu_a_neighbour_takes_lengthens_the_interval_at_once():
+    clock = engaged_with(2, cpus=2, budget=0.05)
+    fitting = clock.rules.interval_us
+    assert clock.feed(5 * MS, competitors=2, cpus=1) > fitting
+    assert clock.feed(5 * MS, competitors=2, cpus=2, ticks=policy.SHORTEN_TICKS) == (
+        fitting
+    )
 
 
 def test_more_compute_threads_lengthen_at_once_fewer_shorten_only_when_agreed():

@@ -427,3 +427,45 @@ def test_the_cpus_counted_are_the_fewer_of_affinity_and_quota(
     monkeypatch.setattr(_switch_controller, "quota_cpus", lambda: quota)
     assert _switch_controller.allowed_cpus() == 8
     assert _switch_controller.cpus(_switch_controller.allowed_cpus()) == counted
+
+
+@pytest.mark.parametrize(
+    ("others", "left"),
+    [(None, 2), (0.0, 2), (0.2, 2), (0.25, 2), (0.3, 1), (1.0, 1), (1.3, 1), (5, 1)],
+)
+def test_a_cpu_other_processes_use_past_a_quarter_is_theirs(others, left):
+    assert _switch_controller.cpus_left(2, others) == left
+
+
+def _stat(path, busy_ticks: dict[int, int]) -> None:
+    """A /proc/stat whose CPUs have been busy this many clock ticks each
+    (user 1/2, system 1/4, steal 1/4), beside a large idle and I/O wait."""
+    lines = ["cpu  0 0 0 0 0 0 0 0 0 0"]
+    for n, busy in busy_ticks.items():
+        user, system = busy // 2, busy // 4
+        steal = busy - user - system
+        lines.append(f"cpu{n} {user} 0 {system} 99999 777 0 0 {steal} 0 0")
+    path.write_text("\n".join([*lines, "intr 1 2 3", "ctxt 9"]) + "\n")
+
+
+def test_others_use_is_the_affinitys_busy_time_less_this_process(tmp_path, monkeypatch):
+    stat = tmp_path / "stat"
+    monkeypatch.setattr(_switch_controller.os, "sched_getaffinity", lambda _: {0, 1})
+    monkeypatch.setattr(_switch_controller.os, "sysconf", lambda _: 100)
+    mine = iter([0, 300_000_000, 600_000_000])  # 0.3 s of CPU a second
+    monkeypatch.setattr(_switch_controller.time, "process_time_ns", lambda: next(mine))
+    others = _switch_controller.OthersUse(str(stat))
+    # cpu2 is outside the affinity: its time is nobody's concern here.
+    _stat(stat, {0: 1000, 1: 1000, 2: 0})
+    assert others.read(0) is None
+    # A second later: 130 ticks busy on the two CPUs (1.3 s), 0.3 s of it ours.
+    _stat(stat, {0: 1100, 1: 1030, 2: 5000})
+    assert others.read(1_000_000_000) == pytest.approx(1.0)
+    _stat(stat, {0: 1200, 1: 1060, 2: 9000})
+    assert others.read(2_000_000_000) == pytest.approx(1.0)
+
+
+def test_others_use_is_unknown_where_proc_stat_cannot_be_read(tmp_path):
+    others = _switch_controller.OthersUse(str(tmp_path / "none"))
+    assert others.read(0) is None
+    assert others.read(10**9) is None

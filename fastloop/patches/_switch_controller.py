@@ -49,6 +49,10 @@ COMPUTE_SHARE = 0.1
 #: shares are too uneven to count competitors by
 #: (docs/design.md#smoothing-the-shares).
 SMOOTHING = 0.2
+#: Other processes' use of this process's CPUs past which one counts as
+#: theirs: a load generator or a cron job beside a worker uses less, a
+#: neighbour that computes more; in doubt, fewer CPUs (the budget's side).
+TAKEN_SHARE = 0.25
 #: Ticks of a process back to one thread before the controller ends.
 ALONE_TICKS = 10
 
@@ -132,6 +136,68 @@ def _v1_limit(group: str) -> float | None:
         return None if quota <= 0 else quota / period
     except (OSError, ValueError, ZeroDivisionError):
         return None
+
+
+class OthersUse:
+    """How many of this process's CPUs other processes keep busy, smoothed
+    over ticks as the threads' shares are.
+
+    ``/proc/stat`` gives each CPU's busy time (all but idle and I/O wait,
+    steal included: a hypervisor's share is not ours either); the CPUs of
+    the affinity, less this process's own CPU time, are what others used.
+    None where it cannot be read (not Linux).
+    """
+
+    def __init__(self, stat: str = "/proc/stat") -> None:
+        self._stat = stat
+        try:
+            self._mine = {f"cpu{n}" for n in os.sched_getaffinity(0)}
+            self._tick_ns = 1e9 / os.sysconf("SC_CLK_TCK")
+        except (AttributeError, OSError, ValueError):
+            self._mine = set()
+        self._last: tuple[int, float, int] | None = None
+        self._used: float | None = None
+
+    def _busy_ns(self) -> float | None:
+        try:
+            with open(self._stat, encoding="ascii") as lines:
+                busy = 0
+                for line in lines:
+                    name, _, fields = line.partition(" ")
+                    if name in self._mine:
+                        # user nice system idle iowait irq softirq steal ...
+                        ticks = [int(field) for field in fields.split()[:8]]
+                        busy += sum(ticks) - ticks[3] - ticks[4]
+        except (OSError, ValueError, IndexError):
+            return None
+        return busy * self._tick_ns
+
+    def read(self, now_ns: int) -> float | None:
+        """The CPUs others used since the last reading, smoothed; None at first."""
+        if not self._mine:
+            return None
+        busy = self._busy_ns()
+        if busy is None:
+            return None
+        mine = time.process_time_ns()
+        last, self._last = self._last, (now_ns, busy, mine)
+        if last is None or now_ns <= last[0]:
+            return self._used
+        wall = now_ns - last[0]
+        used = max(0.0, (busy - last[1] - (mine - last[2])) / wall)
+        weight = 1.0 - (1.0 - SMOOTHING) ** (wall / _switch_policy.FAST_TICK_NS)
+        before = self._used
+        self._used = used if before is None else weight * used + (1 - weight) * before
+        return self._used
+
+
+def cpus_left(count: int, others: float | None) -> int:
+    """Of ``count`` CPUs, those other processes leave, at least one: their
+    use beyond ``TAKEN_SHARE`` takes a CPU, and each whole CPU more another."""
+    if others is None:
+        return count
+    taken = max(0, math.ceil(others - TAKEN_SHARE))
+    return max(1, count - taken)
 
 
 class ThreadShares:
@@ -279,8 +345,8 @@ class Controller:
     def _ticks(self, stop: _thread.LockType) -> None:
         policy = self.policy
         shares = ThreadShares()
-        allowed = allowed_cpus()
-        count = cpus(allowed)
+        others = OthersUse()
+        count = cpus(allowed_cpus())
         clock = time.perf_counter_ns
         last = clock()
         alone = 0
@@ -292,18 +358,18 @@ class Controller:
             now = clock()
             loops, loop_threads = running_loops()
             competitors = -1
+            free = count
             if policy.wants_competitors():
                 ran = shares.compute_shares(loop_threads, now)
                 if ran is not None:
                     competitors = _switch_policy.competing(ran)
+                free = cpus_left(count, others.read(now))
             else:
                 shares.forget()
             policy.budget = settings.switch_budget
             held, engagements = policy.interval_us, policy.engagements
             wanted = policy.step(
-                _switch_policy.Sample(
-                    now, now - began - tick, competitors, loops, count, allowed == 1
-                )
+                _switch_policy.Sample(now, now - began - tick, competitors, loops, free)
             )
             self._record(held, now - last, now - began - tick)
             if policy.engagements > engagements:

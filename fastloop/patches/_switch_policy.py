@@ -32,13 +32,12 @@ Hence ``cost()``: the share lost at 100 us,
 CPU), times sqrt(100 us / interval); zero with fewer than two compute
 threads, where a thread that ran less than half the busiest one's time
 is none (``competing()``: it computes in bursts, and measured, hand-overs
-to it are free), and zero on one CPU: threads that may run on one CPU only
-(an affinity of one, as ``taskset`` or a pinned container sets) take turns
-at the kernel's time slices whatever the interval, so a shorter one adds
-no hand-overs between them (measured in a dask worker beside 1 to 8 task
-threads, the shortest rung kept the budget there:
-docs/design.md#the-frontier-on-each-machine).  A quota of one CPU is
-not that: the threads run on several CPUs at once until it throttles them.
+to it are free).  The CPUs counted are the ones the process gets now: its
+affinity, its quota, and of those what other processes leave it (a
+neighbour spinning on one of two cores leaves one), each rounded down, so
+where the count is in doubt the price is the higher one and the interval
+the longer (pricing one CPU at zero broke the budget in a fresh worker:
+docs/gil.md#one-cpu-and-a-busy-neighbour).
 ``choose()`` takes the shortest interval of the ladder whose cost is
 within the budget (``FASTLOOP_SWITCH_BUDGET``).  (A 1/interval
 model with 10 us a hand-over chose 200 us for 4 threads and cost 8%, 500 us
@@ -124,9 +123,8 @@ class Sample(NamedTuple):
     loops: int
     """Event loops running in the process."""
     cpus: int
-    """The CPUs the process's threads can use at once (affinity and quota)."""
-    one_cpu: bool = False
-    """The process may run on one CPU only (its affinity)."""
+    """The CPUs the process's threads can use at once: affinity, quota, and
+    what other processes leave of them."""
 
 
 def competing(shares: Sequence[float]) -> int:
@@ -153,20 +151,18 @@ def competing(shares: Sequence[float]) -> int:
     return sum(1 for share in ordered if share >= COMPETING_PART * busiest)
 
 
-def cost(
-    interval_us: float, competitors: int, cpus: int, one_cpu: bool = False
-) -> float:
+def cost(interval_us: float, competitors: int, cpus: int) -> float:
     """The share of compute throughput hand-overs cost at this interval."""
-    if competitors < 2 or one_cpu:
+    if competitors < 2:
         return 0.0
     share = SHARE_AT_100US_FIT if competitors <= cpus else SHARE_AT_100US_OVER
     return share * math.sqrt(100.0 / interval_us)
 
 
-def choose(competitors: int, cpus: int, budget: float, one_cpu: bool = False) -> float:
+def choose(competitors: int, cpus: int, budget: float) -> float:
     """The shortest interval of the ladder whose cost is within ``budget``."""
     for interval in LADDER_US:
-        if cost(interval, competitors, cpus, one_cpu) <= budget:
+        if cost(interval, competitors, cpus) <= budget:
             return interval
     return LADDER_US[-1]
 
@@ -185,7 +181,6 @@ class Policy:
         self.engagements = 0
         self.competitors = 0
         self.cpus = 1
-        self.one_cpu = False
         #: Why the interval is what it is, for ``report()``.
         self.why = "no thread waits for the GIL"
         #: Ticks in a row: whose wake-up came ``ENGAGE_WAIT_NS`` late (calm or
@@ -206,7 +201,7 @@ class Policy:
     def cost(self) -> float:
         if not self.engaged:
             return 0.0
-        return cost(self.interval_us, self.competitors, self.cpus, self.one_cpu)
+        return cost(self.interval_us, self.competitors, self.cpus)
 
     def tick_ns(self) -> int:
         settled = self.state == ENGAGED and self._unchanged_ticks >= SETTLE_TICKS
@@ -218,7 +213,7 @@ class Policy:
 
     def step(self, sample: Sample) -> float:
         """The interval to hold from now, in microseconds."""
-        self.cpus, self.one_cpu = sample.cpus, sample.one_cpu
+        self.cpus = sample.cpus
         if sample.competitors >= 0:
             self.competitors = sample.competitors
         if self.state in (CALM, WATCHING):
@@ -252,10 +247,16 @@ class Policy:
             )
 
     def _target(self) -> float:
-        chosen = choose(self.competitors, self.cpus, self.budget, self.one_cpu)
+        chosen = choose(self.competitors, self.cpus, self.budget)
+        beyond = self.competitors > self.cpus
         self.why = (
             f"{self.competitors} compute thread{'s' if self.competitors != 1 else ''} "
-            "beside the loops" + (", taking turns on one CPU" if self.one_cpu else "")
+            "beside the loops"
+            + (
+                f", more than the {self.cpus} CPU{'s' * (self.cpus > 1)} free"
+                if beyond
+                else ""
+            )
         )
         return chosen
 
