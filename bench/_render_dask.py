@@ -110,3 +110,38 @@ def _gilknocker_verdict(data: dict[str, Any]) -> str:
 def _key(what: str, against: str) -> str:
     measure = "p50_s" if what == "p50" else "compute_per_s"
     return f"{measure}_vs_{'stock' if against == 'against stock' else 'FASTLOOP=1'}"
+
+
+#: bench/dask_idle.py's files: each CPython it ran on.
+IDLE = ("dask_idle.json",)
+
+
+def idle() -> list[str]:
+    """An idle scheduler, nanny and worker: CPU and wake-ups, per arm."""
+    lines = []
+    for name in IDLE:
+        data = load(RESULTS, name)
+        lines += [
+            f"`bench/results/{name}`: CPython {data['python']}, distributed "
+            f"{data['distributed']}, Tornado {data['tornado']}; {data['rounds']} "
+            f"interleaved rounds of {data['window_s']:g} s windows after "
+            f"{data['settle_s']:g} s; medians, CPU as a percentage of one core "
+            "and wake-ups (voluntary context switches of all threads) a second.",
+            "",
+            "| arm | scheduler | nanny | worker | the three | CPU vs stock "
+            "| wake-ups vs stock |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for arm, row in data["rows"].items():
+            cells = [
+                f"{row[p]['cpu_percent']:.2f}% / {row[p]['wakeups_per_s']:.0f}"
+                for p in ("scheduler", "nanny", "worker")
+            ]
+            lines.append(
+                f"| {arm} | {' | '.join(cells)} | {row['trio_cpu_percent']:.2f}% / "
+                f"{row['trio_wakeups_per_s']:.0f} "
+                f"| {_ratio(row['trio_cpu_percent_vs_stock'])} "
+                f"| {_ratio(row['trio_wakeups_per_s_vs_stock'])} |"
+            )
+        lines.append("")
+    return lines[:-1]
