@@ -365,15 +365,20 @@ def test_an_idle_stream_costs_what_the_docs_state():
     assert 0 < patched - stock < STREAM_BYTES
 
 
+async def written_and_closed(payload: bytes) -> IOStream:
+    """A socket stream that wrote ``payload`` and closed, its peer too."""
+    mine, peer = socket.socketpair()
+    stream = IOStream(mine)
+    await stream.write(payload)
+    stream.close()
+    peer.close()
+    return stream
+
+
 def test_a_closed_stream_is_folded_as_it_goes_not_at_a_later_write():
     async def main():
         for _ in range(50):
-            mine, peer = socket.socketpair()
-            stream = IOStream(mine)
-            await stream.write(b"c" * 10)
-            stream.close()
-            peer.close()
-        del stream
+            await written_and_closed(b"c" * 10)
 
     with fastloop.patched(PATCH):
         fastloop.reset_stats()
@@ -389,12 +394,7 @@ def test_a_closed_stream_is_folded_as_it_goes_not_at_a_later_write():
 
 def test_a_collected_stream_is_folded_into_the_totals_exactly():
     async def main():
-        mine, peer = socket.socketpair()
-        stream = IOStream(mine)
-        await stream.write(b"f" * 1000)
-        stream.close()
-        peer.close()
-        return fastloop.stream_stats(stream)
+        return fastloop.stream_stats(await written_and_closed(b"f" * 1000))
 
     with fastloop.patched(PATCH):
         fastloop.reset_stats()
@@ -665,17 +665,9 @@ def test_a_collection_never_waits_for_a_section_another_thread_holds():
     would leave the child unable to collect); the holder folds on its way out."""
     entered, release = threading.Event(), threading.Event()
 
-    async def one_stream():
-        mine, peer = socket.socketpair()
-        stream = IOStream(mine)
-        await stream.write(b"h" * 7)
-        stream.close()
-        peer.close()
-        return stream
-
     with fastloop.patched(PATCH):
         fastloop.reset_stats()
-        stream = asyncio.run(one_stream())
+        stream = asyncio.run(written_and_closed(b"h" * 7))
         alive = len(live.WRITE_TO_FD._live)
 
         def hold():
