@@ -9,7 +9,6 @@ such file: the tests skip locally and fail under CI (``CI`` set).
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from fastloop.patches import RECORDS
-from tests_support import default_set, require_installed_pth
+from tests_support import default_set, require_installed_pth, run_python
 
 REPO = Path(__file__).resolve().parents[1]
 PROBE = (
@@ -37,18 +36,8 @@ def pth() -> Path:
 def run(
     code: str, fastloop: str | None, *flags: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
-    environ.update(env or {})
-    if fastloop is not None:
-        environ["FASTLOOP"] = fastloop
-    return subprocess.run(
-        [sys.executable, *flags, "-c", code],
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    chosen = {} if fastloop is None else {"FASTLOOP": fastloop}
+    return run_python(code, *flags, env={**(env or {}), **chosen})
 
 
 def test_wheel_ships_the_pth_at_its_root(tmp_path):

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 
-from tests_support import require_installed_pth
+from tests_support import require_installed_pth, run_python
 
 pytestmark = pytest.mark.skipif(
     not os.path.isdir("/proc/self/task") or not hasattr(os, "fork"),
@@ -59,16 +58,8 @@ print(json.dumps(seen))
 
 def test_fastloops_threads_stop_for_a_fork_and_start_again():
     require_installed_pth()
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
     flags = ["-W", "error::DeprecationWarning"] if sys.version_info >= (3, 12) else []
-    result = subprocess.run(
-        [sys.executable, *flags, "-c", APP],
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_python(APP, *flags, timeout=60)
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
     assert seen["ours before"] == 2  # the watchdog's thread and the controller's

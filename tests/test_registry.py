@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-import subprocess
 import sys
-import textwrap
 import threading
 
 import pytest
@@ -16,7 +14,7 @@ from tornado.ioloop import IOLoop
 import fastloop
 from fastloop.patches import Patch, registry
 from fastloop.patches.changes import PerObject, Swap
-from tests_support import default_set
+from tests_support import default_set, run_python
 
 DEFAULT = frozenset(default_set())
 STOCK_ADD_CALLBACK = tornado_asyncio.BaseAsyncIOLoop.__dict__["add_callback"]
@@ -243,21 +241,6 @@ def test_available_names_every_patch():
     verdicts = fastloop.available()
     assert set(verdicts) == set(registry.known())
     assert verdicts["add_callback"] is None
-
-
-def run_python(code: str, **env_extra: str) -> subprocess.CompletedProcess[str]:
-    import os
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
-    env.update(env_extra)
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_install_before_tornado_is_imported_applies_on_import():

@@ -22,7 +22,7 @@ import fastloop
 from fastloop.patches.write_to_fd import SAMPLE_EVERY
 from fastloop.telemetry import live
 from fastloop.telemetry.schema import WriteStats
-from tests_support import differential, stream_pair
+from tests_support import differential, run_python, stream_pair
 
 PATCH = ["write_to_fd"]
 
@@ -702,15 +702,7 @@ def test_streams_alive_at_exit_print_nothing(tmp_path):
         "asyncio.run(main())\n"
         "print(sorted(fastloop.installed()))\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=60,
-    )
+    result = run_python(script, cwd=tmp_path, timeout=60)
     assert (result.returncode, result.stdout, result.stderr) == (
         0,
         "['write_to_fd']\n",

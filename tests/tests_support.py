@@ -10,13 +10,15 @@ import os
 import re
 import site
 import socket
+import subprocess
 import sys
 import sysconfig
+import textwrap
 import threading
 import time
 import urllib.request
 from asyncio import base_events, events
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -266,3 +268,25 @@ def bench_module(name: str) -> Any:
     if str(bench) not in sys.path:
         sys.path.insert(0, str(bench))
     return importlib.import_module(name)
+
+
+def run_python(
+    code: str,
+    *flags: str,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """``python FLAGS -c CODE`` (dedented) in this environment less every
+    ``FASTLOOP*`` variable, plus ``env``; output captured as text."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOOP")}
+    environ.update(env or {})
+    return subprocess.run(
+        [sys.executable, *flags, "-c", textwrap.dedent(code)],
+        env=environ,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
