@@ -126,11 +126,8 @@ def declined(loop: Any) -> bool:
     selector_loop = loop.selector_loop
     if isinstance(selector_loop, selector_events.BaseSelectorEventLoop):
         return False
-    kind = type(selector_loop)
     registry.declined_on_loop(
-        "read_interest",
-        selector_loop,
-        f"{kind.__module__}.{kind.__qualname__} runs reader handles as it polls",
+        "read_interest", selector_loop, "it runs reader handles as it polls"
     )
     return True
 

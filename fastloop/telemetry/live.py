@@ -336,13 +336,13 @@ class PerStreamTallies(Source):
         self._busy = False
 
     def _locked(self, body: Callable[[], R]) -> R:
-        """``body()`` under the lock, between two folds of the collected tallies.
+        """``body()`` under the lock, after folding the collected tallies.
 
         A section nested in another on the same thread (a collection run by
         an allocation) folds nothing: mid-fold, or mid-read, folding would
-        count a tally twice or lose an update.  The outer section folds it
-        once its body is done, and what another thread's collection left
-        while the lock was held once the lock is free (``_fold_collected``).
+        count a tally twice or lose an update.  What collections left while
+        the lock was held, on this thread or another, is folded once it is
+        free (``_fold_collected``).
         """
         try:
             with self._lock:
@@ -351,9 +351,7 @@ class PerStreamTallies(Source):
                 self._busy = True
                 try:
                     self._drain()
-                    result = body()
-                    self._drain()
-                    return result
+                    return body()
                 finally:
                     self._busy = False
         finally:
