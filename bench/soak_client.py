@@ -109,7 +109,7 @@ async def outcome(step: Awaitable[str]) -> str:
         return "cut-mid-response" if eof.partial else "no-response"
     except (ConnectionResetError, BrokenPipeError):
         return "reset"
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return "timeout"
     except (asyncio.LimitOverrunError, ValueError):
         return "unparsable-response"

@@ -406,7 +406,7 @@ def uninstalled_from_another_thread_then_fd_reused(toggle: bool):
         d.send(b"hello")
         try:
             return await asyncio.wait_for(got, 5)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return "never polled"
         finally:
             ioloop.remove_handler(c.fileno())

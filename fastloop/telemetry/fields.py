@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
 from fastloop.telemetry.histogram import Buckets
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    from typing import Self
 
 S = TypeVar("S", bound="Section")
 T = TypeVar("T")
