@@ -1,13 +1,17 @@
-"""The full support matrix: CPython 3.10-3.13 x Tornado 6.2-6.6, and 3.14 and 3.15.
+"""The full support matrix (``fastloop/patches/verified.py``'s ``SUPPORTED``).
 
-PYENV_VERSION=3.11.7:3.10.13:3.12.1:3.13.0 nox          # every cell
-nox -s "tests-3.13(tornado='6.6')"                       # one cell
-nox -s "tests_sid(minor='3.15')"                         # Debian sid's 3.15 (root)
+PYENV_VERSION=3.11.7:3.12.1:3.13.0 nox                   # every cell
+nox -s "tests(python='3.13', tornado='6.6')"             # one cell
+nox -s "tests_sid(minor='3.15', tornado='6.6')"          # Debian sid's 3.15 (root)
+
+Each cell adds its fingerprints to that file's ``VERIFIED`` before its suite
+runs: commit them when the suite passed (``fastloop.patches.fingerprints``).
 """
 
 from __future__ import annotations
 
 import os
+import runpy
 import shlex
 
 import nox
@@ -17,32 +21,49 @@ nox.options.default_venv_backend = "venv"
 #: What ruff checks and formats (mypy reads its files from pyproject.toml).
 LINTED = ["fastloop", "pytest_fastloop.py", "tests", "bench", "noxfile.py"]
 
-PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
-TORNADOS = ["6.2", "6.3", "6.4", "6.5", "6.6"]
+VERIFIED = "fastloop/patches/verified.py"
+SUPPORTED: dict[str, tuple[str, ...]] = runpy.run_path(VERIFIED)["SUPPORTED"]
 #: CPythons this machine's Debian lacks: Debian sid's, in a chroot that
-#: .ci/sid_pythons.sh builds once (as root), with the newest Tornado.
+#: .ci/sid_pythons.sh builds once (as root).
 SID_PYTHONS = ["3.14", "3.15"]
+CELLS = [
+    (python, tornado)
+    for python, tornados in SUPPORTED.items()
+    if python not in SID_PYTHONS
+    for tornado in tornados
+]
+SID_CELLS = [
+    (python, tornado)
+    for python, tornados in SUPPORTED.items()
+    if python in SID_PYTHONS
+    for tornado in tornados
+]
+#: Adds the cell's fingerprints to the table before its suite runs (from the
+#: checkout, which the working directory puts first; fastloop.patches.fingerprints).
+RECORD = ["python", "-m", "fastloop.patches.fingerprints", "--into", VERIFIED]
 
 
-@nox.session(python=PYTHONS)
-@nox.parametrize("tornado", TORNADOS)
+@nox.session
+@nox.parametrize(("python", "tornado"), CELLS)
 def tests(session: nox.Session, tornado: str) -> None:
-    if tornado == "6.6" and session.python == "3.10":
-        session.skip("Tornado 6.6 needs Python >= 3.11")
-    session.install(f"tornado=={tornado}.*", ".[test]")
+    session.install(f"tornado=={tornado}.*")
+    session.run(*RECORD)
+    session.install(".[test]")
     # The pytest script, not `python -m pytest`: that would put the checkout
     # first on sys.path, and the tests must import the installed wheel.
     session.run("pytest", "-q", *session.posargs, env={"CI": "true"})
 
 
 @nox.session(python=False)
-@nox.parametrize("minor", SID_PYTHONS)
-def tests_sid(session: nox.Session, minor: str) -> None:
+@nox.parametrize(("minor", "tornado"), SID_CELLS)
+def tests_sid(session: nox.Session, minor: str, tornado: str) -> None:
     """The README's test command on Debian sid's CPython ``minor``."""
     here = os.getcwd()
-    venv = f"/tmp/fastloop-sid-{minor}"
+    venv = f"/tmp/fastloop-sid-{minor}-{tornado}"
     command = (
         f"cd {shlex.quote(here)} && python{minor} -m venv {venv} && "
+        f"{venv}/bin/pip install -q 'tornado=={tornado}.*' && "
+        f"{venv}/bin/{shlex.join(RECORD)} && "
         f"{venv}/bin/pip install -q '.[test]' && "
         f"CI=true {venv}/bin/pytest -q {shlex.join(session.posargs)}"
     )

@@ -143,6 +143,7 @@ def extra_patches():
         summary="test",
         replaces="`value`",
         relies_on="nothing",
+        verifies=(),
         check=lambda module: None,
         apply=lambda module: [Swap(module, "value", "patched")],
     )
@@ -152,6 +153,7 @@ def extra_patches():
         summary="test",
         replaces="`value`",
         relies_on="nothing",
+        verifies=(),
         check=lambda module: "faked missing internal",
         apply=lambda module: [Swap(module, "value", "never")],
     )
@@ -161,6 +163,7 @@ def extra_patches():
         summary="test",
         replaces="`value`",
         relies_on="nothing",
+        verifies=(),
         check=lambda module: None,
         apply=lambda module: [Swap(module, "value", "half"), Swap(int, "x", 1)],
     )

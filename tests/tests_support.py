@@ -190,11 +190,24 @@ def call_soon_threadsafe_314(self: Any, callback: Any, *args: Any, context=None)
 
 
 def simulate_python_314(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Give this interpreter's asyncio 3.14's ``call_soon_threadsafe``."""
+    """Give this interpreter's asyncio 3.14's ``call_soon_threadsafe``, as
+    verified code (the tests that use it are its verification here)."""
     monkeypatch.setattr(events, "_ThreadSafeHandle", ThreadSafeHandle314, raising=False)
     monkeypatch.setattr(
         base_events.BaseEventLoop, "call_soon_threadsafe", call_soon_threadsafe_314
     )
+    trust(monkeypatch, "asyncio.base_events:BaseEventLoop.call_soon_threadsafe")
+
+
+def trust(monkeypatch: pytest.MonkeyPatch, target: str) -> None:
+    """Add ``target``'s code as it is now to the verified table, for the test."""
+    from fastloop.patches import fingerprints
+    from fastloop.patches.verified import VERIFIED
+
+    found = fingerprints.fingerprint(fingerprints.resolve(target))
+    assert found is not None, target
+    known = {**VERIFIED.get(target, {}), found: ("a test",)}
+    monkeypatch.setitem(VERIFIED, target, known)
 
 
 def default_set() -> list[str]:

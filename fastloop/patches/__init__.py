@@ -75,9 +75,21 @@ class Patch:
 
     ``replaces`` and ``relies_on`` say, in Markdown, what the patch swaps and
     which private names it depends on (the docs' "What it replaces" table).
+    ``verifies`` names the Python functions among those, as
+    ``"module:Qualified.name"``: the patch applies only where each one's
+    source is one the suite passed on (``fingerprints``).
     """
 
-    __slots__ = ("apply", "check", "name", "relies_on", "replaces", "summary", "target")
+    __slots__ = (
+        "apply",
+        "check",
+        "name",
+        "relies_on",
+        "replaces",
+        "summary",
+        "target",
+        "verifies",
+    )
 
     def __init__(
         self,
@@ -87,6 +99,7 @@ class Patch:
         summary: str,
         replaces: str,
         relies_on: str,
+        verifies: tuple[str, ...],
         check: Callable[[ModuleType], str | None],
         apply: Callable[[ModuleType], list[Change]],
     ) -> None:
@@ -95,5 +108,6 @@ class Patch:
         self.summary = summary
         self.replaces = replaces
         self.relies_on = relies_on
+        self.verifies = verifies
         self.check = check
         self.apply = apply

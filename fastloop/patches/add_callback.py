@@ -299,6 +299,19 @@ PATCH = Patch(
         "`asyncio.events._get_running_loop`, the slots of `asyncio.Handle` (the"
         " batch subclasses it); a GIL"
     ),
+    verifies=(
+        "tornado.platform.asyncio:BaseAsyncIOLoop.add_callback",
+        "tornado.ioloop:IOLoop._run_callback",
+        "tornado.ioloop:IOLoop._discard_future_result",
+        "asyncio.base_events:BaseEventLoop._run_once",
+        "asyncio.base_events:BaseEventLoop.call_soon",
+        "asyncio.base_events:BaseEventLoop._call_soon",
+        "asyncio.base_events:BaseEventLoop.call_soon_threadsafe",
+        "asyncio.selector_events:BaseSelectorEventLoop._process_events",
+        "asyncio.selector_events:BaseSelectorEventLoop._write_to_self",
+        "asyncio.events:Handle.__init__",
+        "asyncio.events:Handle._run",
+    ),
     check=check,
     apply=apply,
 )

@@ -57,6 +57,11 @@ class Swap(Change):
         self.replacement = replacement
         self._original: Any = _MISSING
 
+    @property
+    def original(self) -> Any:
+        """What ``do()`` replaced (None if the attribute was not there)."""
+        return None if self._original is _MISSING else self._original
+
     def do(self) -> None:
         self._original = self.owner.__dict__.get(self.attribute, _MISSING)
         setattr(self.owner, self.attribute, self.replacement)

@@ -368,6 +368,12 @@ PATCH = Patch(
         "`_selector.poll`, `_fd_to_key`, `_key_from_fd`; `struct epoll_event`'s"
         " layout; a GIL"
     ),
+    verifies=(
+        "asyncio.selector_events:BaseSelectorEventLoop.__init__",
+        "asyncio.base_events:BaseEventLoop._run_once",
+        "selectors:EpollSelector.select",
+        "selectors:EpollSelector.close",
+    ),
     check=check,
     apply=apply,
 )

@@ -199,6 +199,12 @@ PATCH = Patch(
         "`SSLIOStream` and `PipeIOStream` being Tornado's own (a subclass that "
         "overrides it reads into a fresh buffer, as stock); a GIL"
     ),
+    verifies=(
+        "tornado.iostream:BaseIOStream._read_to_buffer",
+        "tornado.iostream:IOStream.read_from_fd",
+        "tornado.iostream:SSLIOStream.read_from_fd",
+        "tornado.iostream:PipeIOStream.read_from_fd",
+    ),
     check=check,
     apply=apply,
 )

@@ -301,6 +301,16 @@ PATCH = Patch(
         "`asyncio`'s `add_reader`/`remove_reader` on the loop's selector loop; "
         "a GIL"
     ),
+    verifies=(
+        "tornado.platform.asyncio:BaseAsyncIOLoop.add_handler",
+        "tornado.platform.asyncio:BaseAsyncIOLoop.update_handler",
+        "tornado.platform.asyncio:BaseAsyncIOLoop.remove_handler",
+        "tornado.platform.asyncio:BaseAsyncIOLoop._handle_events",
+        "asyncio.selector_events:BaseSelectorEventLoop.add_reader",
+        "asyncio.selector_events:BaseSelectorEventLoop.remove_reader",
+        "asyncio.selector_events:BaseSelectorEventLoop._add_reader",
+        "asyncio.selector_events:BaseSelectorEventLoop._remove_reader",
+    ),
     check=check,
     apply=apply,
 )

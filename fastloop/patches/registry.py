@@ -29,7 +29,7 @@ from types import ModuleType
 from typing import TypeVar
 
 from fastloop.patches import RECORDS, Patch
-from fastloop.patches.changes import Change
+from fastloop.patches.changes import Change, Swap
 from fastloop.runtime.importhook import PostImportFinder
 
 log = logging.getLogger("fastloop")
@@ -267,9 +267,27 @@ def _safe_check(name: str, module: ModuleType) -> str | None:
     except Exception as exc:  # the patch's own module does not import here
         return f"cannot load the patch: {exc!r}"
     try:
-        return patch.check(module)
+        from fastloop.patches import fingerprints  # with the first target only
+
+        return patch.check(module) or fingerprints.unverified(patch.verifies, _stock)
     except Exception as exc:  # a crashing check means the internals are unknown
         return f"check failed: {exc!r}"
+
+
+def _stock(owner: object, name: str) -> object:
+    """``owner.<name>`` as it is without fastloop: what a patch relies on may
+    be what another one replaced."""
+    found = owner.__dict__.get(name)
+    for changes in _state.applied.values():
+        for change in changes:
+            if (
+                isinstance(change, Swap)
+                and change.owner is owner
+                and change.attribute == name
+                and change.replacement is found
+            ):
+                return change.original
+    return found
 
 
 def _apply_requested(module: ModuleType) -> None:

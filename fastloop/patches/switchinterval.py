@@ -230,6 +230,7 @@ PATCH = Patch(
         "chose it), a GIL (not a free-threaded build), and for auto mode "
         "`time.pthread_getcpuclockid` to read other threads' CPU clocks"
     ),
+    verifies=("threading:Thread.start",),
     check=check,
     apply=apply,
 )

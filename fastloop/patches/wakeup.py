@@ -282,6 +282,14 @@ PATCH = Patch(
         "`_write_to_self` (3.10-3.13's or 3.14's shape); `_run_once` reading "
         "`_ready` before it polls; a GIL"
     ),
+    verifies=(
+        "asyncio.selector_events:BaseSelectorEventLoop._write_to_self",
+        "asyncio.selector_events:BaseSelectorEventLoop._read_from_self",
+        "asyncio.selector_events:BaseSelectorEventLoop._make_self_pipe",
+        "asyncio.selector_events:BaseSelectorEventLoop._process_self_data",
+        "asyncio.base_events:BaseEventLoop.call_soon_threadsafe",
+        "asyncio.base_events:BaseEventLoop._run_once",
+    ),
     check=check,
     apply=apply,
 )

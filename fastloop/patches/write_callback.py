@@ -125,6 +125,10 @@ PATCH = Patch(
         "`_write_buffer`, `_total_write_index`, `Future`, ...) and its one "
         "done-callback, which retrieves the exception; a GIL"
     ),
+    verifies=(
+        "tornado.iostream:BaseIOStream.write",
+        "tornado.iostream:BaseIOStream._handle_write",
+    ),
     check=check,
     apply=apply,
 )

@@ -391,6 +391,11 @@ PATCH = Patch(
         "`PipeIOStream` (wrapped, result untouched)"
     ),
     relies_on=("the signature `write_to_fd(self, data)`"),
+    verifies=(
+        "tornado.iostream:IOStream.write_to_fd",
+        "tornado.iostream:SSLIOStream.write_to_fd",
+        "tornado.iostream:PipeIOStream.write_to_fd",
+    ),
     check=check,
     apply=apply,
 )

@@ -1,0 +1,200 @@
+"""The code each patch was verified on: fingerprints (``fingerprints``) of
+the functions patches replace or rely on, each with the releases the test
+suite passed on with that code.
+
+``VERIFIED`` is generated: in a cell of the support matrix,
+``python -m fastloop.patches.fingerprints --into fastloop/patches/verified.py``
+adds that environment's fingerprints, and ``nox`` does it in each cell
+before the suite runs there.  Commit the table only after the suite passed:
+a fingerprint here is the claim that it did.
+"""
+
+#: The support matrix: each CPython minor version with the Tornado minor
+#: versions the suite runs on it (``noxfile.py``'s cells are made from it).
+#: A cell's fingerprints are added here after its suite passes, and
+#: ``tests/test_fingerprints.py`` fails in a cell whose code is not here yet.
+SUPPORTED: dict[str, tuple[str, ...]] = {
+    "3.11": ("6.2", "6.3", "6.4", "6.5", "6.6"),
+    "3.12": ("6.2", "6.3", "6.4", "6.5", "6.6"),
+    "3.13": ("6.2", "6.3", "6.4", "6.5", "6.6"),
+    "3.14": ("6.6",),
+    "3.15": ("6.6",),
+}
+
+VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
+    "asyncio.base_events:BaseEventLoop._call_soon": {
+        "ed463969": (
+            "CPython 3.11.7",
+        ),
+    },
+    "asyncio.base_events:BaseEventLoop._run_once": {
+        "3432dc11": (
+            "CPython 3.11.7",
+        ),
+    },
+    "asyncio.base_events:BaseEventLoop.call_soon": {
+        "f322d073": (
+            "CPython 3.11.7",
+        ),
+    },
+    "asyncio.base_events:BaseEventLoop.call_soon_threadsafe": {
+        "ae7a3d08": (
+            "CPython 3.11.7",
+        ),
+    },
+    "asyncio.events:Handle.__init__": {
+        "32a2cc5b": (
+            "CPython 3.11.7",
+        ),
+    },
+    "asyncio.events:Handle._run": {
+        "70ee8655": (
+            "CPython 3.11.7",
+        ),
+    },
+    "asyncio.selector_events:BaseSelectorEventLoop.__init__": {
+        "db1bacf4": (
+            "CPython 3.11.7",
+        ),
+    },
+    "asyncio.selector_events:BaseSelectorEventLoop._add_reader": {
+        "878dabcf": (
+            "CPython 3.11.7",
+        ),
+    },
+    "asyncio.selector_events:BaseSelectorEventLoop._make_self_pipe": {
+        "b627f970": (
+            "CPython 3.11.7",
+        ),
+    },
+    "asyncio.selector_events:BaseSelectorEventLoop._process_events": {
+        "718a287a": (
+            "CPython 3.11.7",
+        ),
+    },
+    "asyncio.selector_events:BaseSelectorEventLoop._process_self_data": {
+        "1cf7eae3": (
+            "CPython 3.11.7",
+        ),
+    },
+    "asyncio.selector_events:BaseSelectorEventLoop._read_from_self": {
+        "0acf02d4": (
+            "CPython 3.11.7",
+        ),
+    },
+    "asyncio.selector_events:BaseSelectorEventLoop._remove_reader": {
+        "6a471362": (
+            "CPython 3.11.7",
+        ),
+    },
+    "asyncio.selector_events:BaseSelectorEventLoop._write_to_self": {
+        "b128212d": (
+            "CPython 3.11.7",
+        ),
+    },
+    "asyncio.selector_events:BaseSelectorEventLoop.add_reader": {
+        "d0a82df0": (
+            "CPython 3.11.7",
+        ),
+    },
+    "asyncio.selector_events:BaseSelectorEventLoop.remove_reader": {
+        "f510e934": (
+            "CPython 3.11.7",
+        ),
+    },
+    "selectors:EpollSelector.close": {
+        "183ab8fb": (
+            "CPython 3.11.7",
+        ),
+    },
+    "selectors:EpollSelector.select": {
+        "6a2c9dc9": (
+            "CPython 3.11.7",
+        ),
+    },
+    "threading:Thread.start": {
+        "e133f516": (
+            "CPython 3.11.7",
+        ),
+    },
+    "tornado.ioloop:IOLoop._discard_future_result": {
+        "b05428f9": (
+            "Tornado 6.6.1",
+        ),
+    },
+    "tornado.ioloop:IOLoop._run_callback": {
+        "fb04b170": (
+            "Tornado 6.6.1",
+        ),
+    },
+    "tornado.iostream:BaseIOStream._handle_write": {
+        "9f25fe60": (
+            "Tornado 6.6.1",
+        ),
+    },
+    "tornado.iostream:BaseIOStream._read_to_buffer": {
+        "67113117": (
+            "Tornado 6.6.1",
+        ),
+    },
+    "tornado.iostream:BaseIOStream.write": {
+        "a9db8549": (
+            "Tornado 6.6.1",
+        ),
+    },
+    "tornado.iostream:IOStream.read_from_fd": {
+        "521f8ca6": (
+            "Tornado 6.6.1",
+        ),
+    },
+    "tornado.iostream:IOStream.write_to_fd": {
+        "63a3878d": (
+            "Tornado 6.6.1",
+        ),
+    },
+    "tornado.iostream:PipeIOStream.read_from_fd": {
+        "41058136": (
+            "Tornado 6.6.1",
+        ),
+    },
+    "tornado.iostream:PipeIOStream.write_to_fd": {
+        "52beb757": (
+            "Tornado 6.6.1",
+        ),
+    },
+    "tornado.iostream:SSLIOStream.read_from_fd": {
+        "e83e9312": (
+            "Tornado 6.6.1",
+        ),
+    },
+    "tornado.iostream:SSLIOStream.write_to_fd": {
+        "1a4fabba": (
+            "Tornado 6.6.1",
+        ),
+    },
+    "tornado.platform.asyncio:BaseAsyncIOLoop._handle_events": {
+        "97c1b40d": (
+            "Tornado 6.6.1",
+        ),
+    },
+    "tornado.platform.asyncio:BaseAsyncIOLoop.add_callback": {
+        "04d1d379": (
+            "Tornado 6.6.1",
+        ),
+    },
+    "tornado.platform.asyncio:BaseAsyncIOLoop.add_handler": {
+        "96eeadad": (
+            "Tornado 6.6.1",
+        ),
+    },
+    "tornado.platform.asyncio:BaseAsyncIOLoop.remove_handler": {
+        "19857475": (
+            "Tornado 6.6.1",
+        ),
+    },
+    "tornado.platform.asyncio:BaseAsyncIOLoop.update_handler": {
+        "d0160ba5": (
+            "Tornado 6.6.1",
+        ),
+    },
+}
