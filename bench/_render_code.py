@@ -200,6 +200,60 @@ def replaces_table() -> list[str]:
     return lines
 
 
+def _ci_cells(name: str) -> set[tuple[str, str]]:
+    """The (CPython, Tornado) cells ``.ci/run`` lists in its array ``name``."""
+    import re
+    from pathlib import Path
+
+    script = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
+    found = re.search(rf"^{name}=\((.*)\)$", script, re.MULTILINE)
+    if found is None:
+        raise SystemExit(f".ci/run has no {name}=(...) line")
+    return {tuple(cell.split()) for cell in re.findall(r'"([^"]+)"', found[1])}  # type: ignore[misc]
+
+
+def support_table() -> list[str]:
+    """The support matrix, where each cell runs, and the releases verified."""
+    from fastloop.patches import fingerprints
+    from fastloop.patches.verified import SUPPORTED
+
+    ci = _ci_cells("cells") | _ci_cells("sid_cells")
+    tornados = sorted({t for ts in SUPPORTED.values() for t in ts}, key=float)
+    releases = fingerprints.verified_releases()
+    lines = [
+        "| CPython | " + " | ".join(f"Tornado {t}" for t in tornados) + " | verified |",
+        "|---" * (len(tornados) + 2) + "|",
+    ]
+    for python, supported in SUPPORTED.items():
+        row = [
+            ("CI" if (python, t) in ci else "nox") if t in supported else "-"
+            for t in tornados
+        ]
+        verified = [v for v in releases["CPython"] if v.startswith(f"{python}.")]
+        lines.append(
+            f"| {python} | " + " | ".join(row) + f" | {', '.join(verified) or 'none'} |"
+        )
+    lines += [
+        "",
+        "Tornado releases verified: " + ", ".join(releases["Tornado"]) + ".",
+    ]
+    return lines
+
+
+def support_range() -> list[str]:
+    """The support table in one sentence (README, docs/support.md)."""
+    from fastloop.patches.verified import SUPPORTED
+
+    pythons = list(SUPPORTED)
+    tornados = sorted({t for ts in SUPPORTED.values() for t in ts}, key=float)
+    narrower = [p for p, ts in SUPPORTED.items() if len(ts) < len(tornados)]
+    line = f"CPython {pythons[0]}-{pythons[-1]}, Tornado {tornados[0]}-{tornados[-1]}"
+    if narrower:
+        only = sorted({t for p in narrower for t in SUPPORTED[p]}, key=float)
+        line += f" (on {' and '.join(narrower)}: Tornado {', '.join(only)})"
+    return [line + ", asyncio's default loop and uvloop."]
+
+
 def policy_constants() -> list[str]:
     """How auto mode looks and decides, in the values the policy module has."""
     from fastloop.patches import _switch_controller as controller

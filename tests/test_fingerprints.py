@@ -12,6 +12,7 @@ import pytest
 import tornado
 
 import fastloop
+from fastloop import cli
 from fastloop.patches import RECORDS, fingerprints, registry
 from fastloop.patches.verified import SUPPORTED, VERIFIED
 from tests_support import run_python
@@ -162,3 +163,18 @@ def test_the_same_copy_unedited_applies(tmp_path):
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["write_callback"] is None
     assert run.stderr == ""
+
+
+@pytest.mark.skipif(not in_support_table(), reason="not a cell of the support table")
+def test_doctor_lists_the_releases_verified_this_one_among_them(capsys, monkeypatch):
+    monkeypatch.delenv("FASTLOOP", raising=False)
+    assert cli.main(["doctor", "--json"]) == 0
+    verified = json.loads(capsys.readouterr().out)["verified"]
+    assert verified == fingerprints.verified_releases()
+    assert ".".join(map(str, sys.version_info[:3])) in verified["CPython"]
+    assert tornado.version in verified["Tornado"]
+    assert cli.main(["doctor"]) == 0
+    line = next(
+        x for x in capsys.readouterr().out.splitlines() if x.startswith("verified")
+    )
+    assert f"Tornado {', '.join(verified['Tornado'])}" in line

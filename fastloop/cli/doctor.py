@@ -160,7 +160,7 @@ def diagnose(
     from fastloop.cli import run
     from fastloop.dask import settings as dask_config
     from fastloop.observers import watchdog
-    from fastloop.patches import gil_enabled, registry
+    from fastloop.patches import fingerprints, gil_enabled, registry
 
     env = dict(os.environ if environ is None else environ)
     section = dask_config.dask_section()
@@ -206,6 +206,7 @@ def diagnose(
         "switchinterval": snapshot.to_dict()["switchinterval"],
         "switch_interval_now_us": sys.getswitchinterval() * 1e6,
         "patches": verdicts,
+        "verified": fingerprints.verified_releases(),
         "off_by_design": by_design,
         "dask": dask_settings(),
         "requested": wanted,
@@ -299,6 +300,12 @@ def render(report: dict[str, Any]) -> str:
             "report() says it for its own threads)"
         ),
         f"switch        {_switch_line(report)}",
+        "verified      "
+        + "; ".join(
+            f"{publisher} {', '.join(versions)}"
+            for publisher, versions in report["verified"].items()
+        )
+        + " (the releases each patch's code was checked on)",
         "patches",
     ]
     for name, why in report["patches"].items():
