@@ -110,15 +110,25 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     if session is None:
         return None
     from fastloop import available
+    from fastloop.patches.registry import NOT_IMPORTED
 
+    verdicts = available()
+    waiting = sorted(
+        name for name in session.active if (verdicts[name] or "").endswith(NOT_IMPORTED)
+    )
+    active = sorted(set(session.active) - set(waiting))
     line = (
-        f"fastloop: {', '.join(sorted(session.active)) or 'no patch'} installed "
+        f"fastloop: {', '.join(active) or 'no patch'} installed "
         f"in-process, FASTLOOP={session.exported} for subprocesses"
     )
+    if waiting:
+        line += f"; {', '.join(waiting)} when their package is imported"
     declined = [
         f"{name} ({reason})"
-        for name, reason in available().items()
-        if reason and (session.requested is None or name in session.requested)
+        for name, reason in verdicts.items()
+        if reason
+        and name not in waiting
+        and (session.requested is None or name in session.requested)
     ]
     return line + (f"; not applicable: {', '.join(declined)}" if declined else "")
 

@@ -29,7 +29,7 @@ from tests_support import (  # noqa: E402
     worker_http_port,
 )
 
-ALL = default_set()
+ALL = default_set(dask=True)
 
 
 class Counter:

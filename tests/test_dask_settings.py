@@ -53,7 +53,7 @@ def test_variable_beats_preload_argument_beats_dask_config():
          "preload argument --patches"),
         ({"FASTLOOP": "0"}, ("--patches", "wakeup"), {}, set(), "FASTLOOP"),
         ({}, (), {"patches": False}, set(), "dask config fastloop.patches"),
-        ({}, (), {"patches": "all,poll"}, {*default_set(), "poll"},
+        ({}, (), {"patches": "all,poll"}, {*default_set(dask=True), "poll"},
          "dask config fastloop.patches"),
     ],
 )  # fmt: skip

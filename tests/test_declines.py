@@ -21,7 +21,12 @@ from tornado.platform.asyncio import BaseAsyncIOLoop
 import fastloop
 from fastloop import cli
 from fastloop.patches import NO_GIL, gil_enabled, wakeup
-from tests_support import call_soon_threadsafe_314, simulate_python_314
+from tests_support import (
+    call_soon_threadsafe_314,
+    dask_installed,
+    dask_patches,
+    simulate_python_314,
+)
 
 #: The patches that rely on the GIL, and so decline without one.
 NEED_GIL = (
@@ -68,6 +73,11 @@ def selector_module(call_soon_threadsafe) -> types.ModuleType:
 @pytest.fixture
 def no_gil(monkeypatch):
     monkeypatch.setattr(sys, "_is_gil_enabled", lambda: False, raising=False)
+
+
+def not_installed() -> set[str]:
+    """Patches doctor shows off by design for want of their package."""
+    return set() if dask_installed() else dask_patches()
 
 
 # CPython 3.14's call_soon_threadsafe (gh-128340)
@@ -126,12 +136,18 @@ def test_wakeup_declines_when_run_once_polls_before_it_reads_ready(monkeypatch):
 def test_the_gil_is_assumed_where_sys_cannot_say(monkeypatch):
     monkeypatch.delattr(sys, "_is_gil_enabled", raising=False)  # before 3.13
     assert gil_enabled()
-    assert fastloop.available() == dict.fromkeys(fastloop.available())
+    core = {
+        n: why for n, why in fastloop.available().items() if n not in dask_patches()
+    }
+    assert core == dict.fromkeys(core)
 
 
 def test_a_build_with_its_gil_on_applies(monkeypatch):
     monkeypatch.setattr(sys, "_is_gil_enabled", lambda: True, raising=False)
-    assert all(why is None for why in fastloop.available().values())
+    available = fastloop.available()
+    assert all(
+        available[name] is None for name in available if name not in dask_patches()
+    )
 
 
 def test_without_a_gil_each_patch_that_relies_on_it_declines(no_gil):
@@ -177,7 +193,8 @@ def test_without_a_gil_install_declines_each_in_one_line_and_changes_nothing(
 
 
 def test_without_a_gil_the_default_set_keeps_write_to_fd(no_gil):
-    assert fastloop.install() == {"write_to_fd"}
+    # distributed's patches need no GIL: armed, or active where it is imported.
+    assert fastloop.install() == {"write_to_fd", *dask_patches()}
 
 
 def _patch_order(line: str) -> int:
@@ -201,7 +218,7 @@ def test_doctor_json_shows_each_no_gil_decline(no_gil, capsys):
     assert cli.main(["doctor", "--loop", "asyncio", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["build"]["gil_enabled"] is False
-    assert set(report["off_by_design"]) == set(NEED_GIL)
+    assert set(report["off_by_design"]) == set(NEED_GIL) | not_installed()
     for name in NEED_GIL:
         assert report["patches"][name].startswith(NO_GIL)
         assert report["off_by_design"][name] == report["patches"][name]
@@ -221,7 +238,9 @@ def test_doctor_with_the_gil_says_so(capsys):
     assert cli.main(["doctor", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["build"]["gil_enabled"] is True
-    assert report["off_by_design"] == {}
+    assert report["off_by_design"] == dict.fromkeys(
+        not_installed(), "distributed is not installed"
+    )
 
 
 def test_doctor_shows_an_unknown_call_soon_threadsafe_as_a_decline(monkeypatch, capsys):

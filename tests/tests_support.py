@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import importlib.util
 import logging
 import os
 import re
@@ -210,12 +211,28 @@ def trust(monkeypatch: pytest.MonkeyPatch, target: str) -> None:
     monkeypatch.setitem(VERIFIED, target, known)
 
 
-def default_set() -> list[str]:
+def default_set(*, dask: bool = False) -> list[str]:
     """The default set, sorted as tests compare it: read from the registry,
-    never spelled out, so a new default patch changes no test but its own."""
-    from fastloop.patches import registry
+    never spelled out, so a new default patch changes no test but its own.
 
-    return sorted(registry.default_set())
+    Without ``dask``: the patches a process that never imports distributed
+    applies (those of ``ON_IMPORT_ONLY`` packages wait for their import)."""
+    from fastloop.patches import ON_IMPORT_ONLY, registry
+
+    return sorted(
+        name
+        for name in registry.default_set()
+        if dask or registry.target(name).partition(".")[0] not in ON_IMPORT_ONLY
+    )
+
+
+def dask_patches() -> set[str]:
+    """The default set's patches of distributed: armed until it is imported."""
+    return set(default_set(dask=True)) - set(default_set())
+
+
+def dask_installed() -> bool:
+    return importlib.util.find_spec("distributed") is not None
 
 
 async def stream_pair(server_ssl=None, client_ssl=None):

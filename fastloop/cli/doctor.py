@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from fastloop.dask import settings as dask_config
 
 LOOPS = ("asyncio", "uvloop")
+#: A patch of a package that is not installed is off, not failed (dask's).
+NOT_INSTALLED = "is not installed"
 
 
 def add_parser(commands: Commands) -> None:
@@ -106,10 +108,15 @@ def _verdicts(loop: str) -> tuple[dict[str, str | None], dict[str, str]]:
     with registry.suspended():
         with _policy(loop):
             verdicts = {name: registry.check(name) for name in registry.known()}
+        for name in verdicts:
+            package = registry.target(name).partition(".")[0]
+            if importlib.util.find_spec(package) is None:
+                verdicts[name] = f"{package} {NOT_INSTALLED}"
         by_design = {
             name: why
             for name, why in verdicts.items()
-            if why is not None and why.startswith(NO_GIL)
+            if why is not None
+            and (why.startswith(NO_GIL) or why.endswith(NOT_INSTALLED))
         }
         if loop == "uvloop":
             with _policy("asyncio"):
@@ -272,7 +279,7 @@ def _verdict(report: dict[str, Any], name: str, why: str | None) -> str:
         return "ok"
     if name not in report["off_by_design"]:
         return f"declines: {why}"
-    if why.startswith(NO_GIL):
+    if why.startswith(NO_GIL) or why.endswith(NOT_INSTALLED):
         return f"off, by design: {why}"
     return f"off under {report['loop']}, by design: {why}"
 

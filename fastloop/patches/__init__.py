@@ -37,6 +37,11 @@ RECORDS = (
     ("switchinterval", "tornado.ioloop", f"{__name__}.switchinterval", True),
 )
 
+#: Packages fastloop never imports itself, though patches target them: they
+#: apply when the application imports the package (importing distributed
+#: configures logging and reads dask's config, which is the application's to do).
+ON_IMPORT_ONLY = ("distributed",)
+
 #: How every decline for want of a GIL starts (``fastloop doctor`` tells
 #: those apart: off by design in this build, not a failure).
 NO_GIL = "no GIL in this build (free-threaded)"

@@ -28,11 +28,14 @@ from collections.abc import Iterable, Iterator
 from types import ModuleType
 from typing import TypeVar
 
-from fastloop.patches import RECORDS, Patch
+from fastloop.patches import ON_IMPORT_ONLY, RECORDS, Patch
 from fastloop.patches.changes import Change, Swap
 from fastloop.runtime.importhook import PostImportFinder
 
 log = logging.getLogger("fastloop")
+
+#: ``available()``'s reason for a patch waiting for its package's import.
+NOT_IMPORTED = "is not imported here: the patch applies when the application imports it"
 
 C = TypeVar("C", bound=Change)
 
@@ -128,6 +131,11 @@ def known() -> tuple[str, ...]:
     return tuple(_state.patches)
 
 
+def target(name: str) -> str:
+    """The module a patch changes (imported or not)."""
+    return _state.patches[name].target
+
+
 def default_set() -> tuple[str, ...]:
     """The names ``install()`` applies when given none."""
     return tuple(_state.default)
@@ -219,13 +227,29 @@ def available() -> dict[str, str | None]:
 
     Imports each patch's target module to look, all of them first: an
     import can apply a patch that is armed for it, whose check would then
-    read fastloop's replacement.  An active patch applies by definition.
+    read fastloop's replacement; but no package of ``ON_IMPORT_ONLY`` the
+    application has not imported.  An active patch applies by definition.
     """
     names = list(_state.patches)
     for target in {_state.patches[name].target for name in names}:
-        with contextlib.suppress(Exception):  # check() says why, below
-            importlib.import_module(target)
-    return {name: None if name in _state.applied else check(name) for name in names}
+        if _imported_on_demand(target):
+            with contextlib.suppress(Exception):  # check() says why, below
+                importlib.import_module(target)
+    return {
+        name: None
+        if name in _state.applied
+        else check(name)
+        if _imported_on_demand(_state.patches[name].target)
+        else f"{_state.patches[name].target} {NOT_IMPORTED}"
+        for name in names
+    }
+
+
+def _imported_on_demand(target: str) -> bool:
+    """Whether fastloop may import ``target`` to look (not so a package of
+    ``ON_IMPORT_ONLY`` the application has not imported)."""
+    package = target.partition(".")[0]
+    return package not in ON_IMPORT_ONLY or package in sys.modules
 
 
 @contextlib.contextmanager
