@@ -1,4 +1,4 @@
-"""The patches, one module each: what fastloop changes in Tornado and asyncio.
+"""The patches, one module each: what fastloop changes in Tornado, asyncio and dask.
 
 Each patch module holds a ``PATCH`` record (``Patch``, below) whose
 ``apply()`` lists its changes (``changes``: class attributes, per-object
@@ -35,6 +35,18 @@ RECORDS = (
     ("write_callback", "tornado.iostream", f"{__name__}.write_callback", True),
     ("poll", "asyncio.selector_events", f"{__name__}.poll", False),
     ("switchinterval", "tornado.ioloop", f"{__name__}.switchinterval", True),
+    (
+        "dask_loop_profile",
+        "distributed.profile",
+        f"{__name__}.dask_loop_profile",
+        True,
+    ),
+    (
+        "dask_task_profile",
+        "distributed.worker",
+        f"{__name__}.dask_task_profile",
+        True,
+    ),
 )
 
 #: Packages fastloop never imports itself, though patches target them: they

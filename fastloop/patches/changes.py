@@ -10,6 +10,9 @@ patch never half-applies and never undoes anything itself.  Three kinds:
 * ``PerObject``: attributes a patch hangs on objects it meets at run time
   (loops, selectors, streams), or objects it must revisit; undone by taking
   them off every such object still alive, after an optional ``detach``.
+* ``Flag``: on while the patch is installed, for code of the patch's that
+  outlives its uninstall (a thread's loop, a method bound before it) and
+  must act as stock from then on.
 * a ``Change`` of the patch's own for a process setting (the interpreter's
   switch interval): ``do()`` sets it, ``undo()`` restores it.
 
@@ -80,6 +83,21 @@ class Swap(Change):
                 delattr(self.owner, self.attribute)
         else:
             setattr(self.owner, self.attribute, self._original)
+
+
+class Flag(Change):
+    """True while the patch is installed (``flag.on``: one attribute read)."""
+
+    __slots__ = ("on",)
+
+    def __init__(self) -> None:
+        self.on = False
+
+    def do(self) -> None:
+        self.on = True
+
+    def undo(self) -> None:
+        self.on = False
 
 
 class PerObject(Change):

@@ -26,19 +26,25 @@ from collections.abc import Callable, Iterable, Iterator
 from types import CodeType
 from typing import Any
 
-#: A stored version of a function's owner: who published that source.
+#: Who publishes each function's source: the top-level package, its name in
+#: the table and the attribute that holds its version; anything else is the
+#: standard library, of the running CPython.
+PUBLISHERS = {
+    "tornado": ("Tornado", "version"),
+    "distributed": ("distributed", "__version__"),
+}
 STDLIB = "CPython"
-TORNADO = "Tornado"
 
 Lookup = Callable[[Any, str], Any]
 
 
 def owner_label(target: str) -> str:
     """Which release a function's source comes with, e.g. 'Tornado 6.6.1'."""
-    module = target.partition(":")[0]
-    if module.split(".")[0] == "tornado":
-        tornado = sys.modules.get("tornado")
-        return f"{TORNADO} {getattr(tornado, 'version', '?')}"
+    package = target.partition(":")[0].split(".")[0]
+    if package in PUBLISHERS:
+        publisher, attribute = PUBLISHERS[package]
+        version = getattr(sys.modules.get(package), attribute, "?")
+        return f"{publisher} {version}"
     return f"{STDLIB} {'.'.join(map(str, sys.version_info[:3]))}"
 
 
@@ -141,7 +147,8 @@ def verified_releases() -> dict[str, list[str]]:
     """Every release the table holds fingerprints from, by publisher."""
     from fastloop.patches.verified import VERIFIED
 
-    releases: dict[str, set[str]] = {STDLIB: set(), TORNADO: set()}
+    releases: dict[str, set[str]] = {STDLIB: set()}
+    releases.update((publisher, set()) for publisher, _ in PUBLISHERS.values())
     for known in VERIFIED.values():
         for labels in known.values():
             for label in labels:
@@ -168,7 +175,10 @@ def recorded_here() -> dict[str, tuple[str, str]]:
     found: dict[str, tuple[str, str]] = {}
     with registry.suspended():
         for patch in patches:
-            importlib.import_module(patch.target)
+            try:
+                importlib.import_module(patch.target)
+            except ImportError:  # distributed, where it is not installed
+                continue
             for target, print_ in fingerprints(patch.verifies):
                 if print_ is None:
                     raise LookupError(f"{target}: not found, or no source to read")

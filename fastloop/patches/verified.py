@@ -102,6 +102,41 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
             "CPython 3.11.7",
         ),
     },
+    "distributed.profile:_watch": {
+        "da4424b1": (
+            "distributed 2026.8.0",
+        ),
+    },
+    "distributed.profile:watch": {
+        "167959e2": (
+            "distributed 2026.8.0",
+        ),
+    },
+    "distributed.worker:Worker.actor_execute": {
+        "e8eee19e": (
+            "distributed 2026.8.0",
+        ),
+    },
+    "distributed.worker:Worker.execute": {
+        "c5d1c037": (
+            "distributed 2026.8.0",
+        ),
+    },
+    "distributed.worker:Worker.trigger_profile": {
+        "40d5a5d3": (
+            "distributed 2026.8.0",
+        ),
+    },
+    "distributed.worker:_run_actor": {
+        "422a6ebc": (
+            "distributed 2026.8.0",
+        ),
+    },
+    "distributed.worker:_run_task": {
+        "7a256fc2": (
+            "distributed 2026.8.0",
+        ),
+    },
     "selectors:EpollSelector.close": {
         "183ab8fb": (
             "CPython 3.11.7",
