@@ -78,7 +78,7 @@ from types import ModuleType
 from typing import Any
 
 from fastloop.config import settings
-from fastloop.patches import Patch, needs_gil, registry
+from fastloop.patches import Patch, loop_class, needs_gil, registry
 from fastloop.patches.changes import Change, PerObject, Swap
 from fastloop.runtime import waits
 from fastloop.telemetry.live import GIL, counters
@@ -195,6 +195,18 @@ def check(module: ModuleType) -> str | None:
     policy = getattr(events, "_event_loop_policy", None)
     if type(policy).__module__.startswith("uvloop"):
         return "uvloop is the event loop policy: its loop has no asyncio selector"
+    return None
+
+
+def check_loop(loop: Any) -> str | None:
+    """Why ``loop`` gets no gate on its polls, or None if it does."""
+    from asyncio import selector_events
+
+    if not isinstance(loop, selector_events.BaseSelectorEventLoop):
+        return f"{loop_class(loop)} has no asyncio selector to poll"
+    kind = type(getattr(loop, "_selector", None))
+    if kind is not selectors.EpollSelector:
+        return f"its selector is {kind.__qualname__}, not epoll"
     return None
 
 
@@ -370,4 +382,5 @@ PATCH = Patch(
     ),
     check=check,
     apply=apply,
+    check_loop=check_loop,
 )

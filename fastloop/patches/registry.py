@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator
 from types import ModuleType
 from typing import TypeVar
 
-from fastloop.patches import RECORDS, Patch
+from fastloop.patches import RECORDS, Patch, loop_class
 from fastloop.patches.changes import Change
 from fastloop.runtime.importhook import PostImportFinder
 
@@ -214,6 +214,25 @@ def check(name: str) -> str | None:
     return _safe_check(name, module)
 
 
+def check_loop(name: str, loop: object) -> str | None:
+    """Why ``name`` keeps stock behaviour on this asyncio loop, or None.
+
+    None also for a patch that acts on every loop, and for one whose
+    ``check()`` declines (ask that first).  ``fastloop doctor`` asks it of a
+    loop of the kind the application runs.
+    """
+    try:
+        patch = _record(name)
+    except Exception:  # check() says why
+        return None
+    if patch.check_loop is None:
+        return None
+    try:
+        return patch.check_loop(loop)
+    except Exception as exc:  # a loop this patch cannot read is not one it knows
+        return f"check failed: {exc!r}"
+
+
 def available() -> dict[str, str | None]:
     """For each patch: None if it can apply in this process, else why not.
 
@@ -297,7 +316,7 @@ def _apply_requested(module: ModuleType) -> None:
 
 def declined_on_loop(name: str, loop: object, reason: str) -> None:
     """A patch keeps stock behaviour on this kind of loop: say why, once per class."""
-    kind = f"{type(loop).__module__}.{type(loop).__qualname__}"
+    kind = loop_class(loop)
     # Made before the lock: then nothing under it allocates an object the
     # collector tracks, and no finalizer nests between the test and the set.
     key = (name, kind)

@@ -47,7 +47,7 @@ once and keep writing every time (stock behaviour).  Signals are untouched:
 the C signal handler writes to the pipe itself, not through here.  Only
 asyncio's selector loops run this code: a proactor loop, uvloop and
 Tornado's ``AddThreadSelectorEventLoop`` (its own selector thread) never
-reach it.
+reach it (``check_loop`` says of one loop whether it runs this code).
 
 Undo argument.  A loop created while installed keeps fastloop's reader
 (the self-pipe handle binds ``_read_from_self`` when the loop is made) and,
@@ -68,11 +68,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from asyncio import events
+from asyncio import events, selector_events
 from types import ModuleType
 from typing import Any
 
-from fastloop.patches import Patch, changed_method, needs_gil, registry
+from fastloop.patches import Patch, changed_method, loop_class, needs_gil, registry
 from fastloop.patches.changes import Change, PerObject, Swap
 from fastloop.runtime import fork
 from fastloop.telemetry.live import counters
@@ -167,6 +167,15 @@ def check(module: ModuleType) -> str | None:
     if type(policy).__module__.startswith("uvloop"):
         return "uvloop is the event loop policy, and it already coalesces wake-ups"
     return None
+
+
+def check_loop(loop: Any) -> str | None:
+    """Why ``loop`` never runs the patched self-pipe code, or None if it does."""
+    if isinstance(loop, selector_events.BaseSelectorEventLoop):
+        return None
+    if type(loop).__module__.startswith("uvloop"):
+        return "uvloop coalesces its wake-ups already, without asyncio's self-pipe"
+    return f"{loop_class(loop)} is not an asyncio selector loop"
 
 
 def _self_pipe_reader(loop: Any) -> Any:
@@ -284,4 +293,5 @@ PATCH = Patch(
     ),
     check=check,
     apply=apply,
+    check_loop=check_loop,
 )
