@@ -432,17 +432,6 @@ def test_real_zero_timeout_polls_measure_the_gil_wait(monkeypatch, fake_clock):
     assert snapshot.to_dict()["gil"]["poll"]["samples"] == waits.samples
 
 
-def test_declines_under_a_uvloop_policy():
-    uvloop = pytest.importorskip("uvloop")
-    policy = asyncio.get_event_loop_policy()
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    try:
-        reason = fastloop.available()["poll"]
-    finally:
-        asyncio.set_event_loop_policy(policy)
-    assert reason is not None and "uvloop" in reason
-
-
 def test_only_epoll_selector_loops_get_a_gate(fake_clock):
     """``check_loop`` names the loops the gate is never put on (doctor's
     answer for them), and those loops run stock polls under the patch."""

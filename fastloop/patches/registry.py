@@ -203,8 +203,8 @@ def applied_change(name: str, kind: type[C]) -> C | None:
 def check(name: str) -> str | None:
     """What ``name``'s ``check()`` says in this process now, installed or not.
 
-    Imports the patch's target module (Tornado, asyncio); ``fastloop doctor``
-    asks this under each event loop policy it answers for.
+    Imports the patch's target module (Tornado, asyncio).  The answer does
+    not depend on the event loop the application runs: ``check_loop`` does.
     """
     target = _state.patches[name].target
     try:
