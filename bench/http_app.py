@@ -40,7 +40,7 @@ SERVER = r"""
 import asyncio, os, socket, sys, time
 if os.environ.get("BENCH_EVENT_LOOP") == "uvloop":
     import uvloop
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    asyncio.set_event_loop(uvloop.new_event_loop())
 import tornado.web
 from tornado.httpserver import HTTPServer
 from tornado.ioloop import IOLoop

@@ -8,10 +8,12 @@ such file: the tests skip locally and fail under CI (``CI`` set).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
 import sys
+import textwrap
 import zipfile
 from pathlib import Path
 
@@ -257,16 +259,35 @@ def test_first_loops_made_at_once_in_two_threads_are_both_patched(pth):
     assert result.stdout.strip() == "[True, True]"
 
 
-def test_a_tornado_ioloop_on_uvloop_starts_fastloop(pth):
+ON_UVLOOP = {
+    # The way of uvloop.run() and asyncio.run(..., loop_factory=...).
+    "loop factory": """
+        import asyncio, uvloop, tornado.ioloop, fastloop.runtime.bootstrap as b
+        async def main():
+            print(b._started); tornado.ioloop.IOLoop.current(); print(b._started)
+        uvloop.run(main())
+        """,
+    # uvloop.install(): deprecated from 3.12, gone in 3.16, still met.
+    "policy": """
+        import asyncio, uvloop, warnings, tornado.ioloop
+        import fastloop.runtime.bootstrap as b
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+        print(b._started); tornado.ioloop.IOLoop().close(); print(b._started)
+        """,
+}
+
+
+@pytest.mark.parametrize("how", ON_UVLOOP)
+def test_a_tornado_ioloop_on_uvloop_starts_fastloop(pth, how):
     pytest.importorskip("uvloop")
-    code = (
-        "import asyncio, uvloop, tornado.ioloop, fastloop.runtime.bootstrap as b; "
-        "asyncio.set_event_loop_policy(uvloop.EventLoopPolicy()); "
-        "print(b._started); tornado.ioloop.IOLoop().close(); print(b._started); "
-        "import fastloop; print(sorted(fastloop.installed()))"
-    )
-    result = run(code, "1")
-    assert result.returncode == 0, result.stderr
+    if how == "policy" and not hasattr(asyncio, "set_event_loop_policy"):
+        pytest.skip("no event loop policy in this Python")
+    code = textwrap.dedent(ON_UVLOOP[how])
+    code += "import fastloop; print(sorted(fastloop.installed()))"
+    result = run(code, "1", "-W", "error")
+    assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout.split("\n")[:2] == ["False", "True"]
     assert "add_callback" in result.stdout
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -209,9 +211,92 @@ def test_doctor_under_uvloop_reports_wakeup_off_by_design_not_failed(capsys):
     assert cli.main(["doctor", "--loop", "uvloop"]) == 0
     out = capsys.readouterr().out
     assert "event loop    uvloop: uvloop.Loop" in out
-    assert "  wakeup          off under uvloop, by design: uvloop is" in out
+    assert (
+        "  wakeup          off under uvloop, by design: uvloop coalesces its "
+        "wake-ups already, without asyncio's self-pipe (requested)"
+    ) in out
+    assert (
+        "  read_interest   off under uvloop, by design: it runs reader handles "
+        "as it polls (requested)"
+    ) in out
+    assert (
+        "  poll            off under uvloop, by design: uvloop.Loop has no "
+        "asyncio selector to poll (not requested)"
+    ) in out
     assert "add_callback    ok (requested)" in out
     assert "verdict       ok: everything requested can apply, or is off by" in out
+
+
+async def diagnosed_on_the_running_loop():
+    from fastloop.cli import doctor
+
+    loop = asyncio.get_running_loop()
+    return doctor.diagnose({}), loop.is_closed()
+
+
+def test_doctor_answers_for_the_loop_that_runs():
+    """An application that runs uvloop through a loop factory sets no policy:
+    doctor called on its loop reads the loop's class (and leaves it open)."""
+    uvloop = pytest.importorskip("uvloop")
+    on_uvloop, closed = uvloop.run(diagnosed_on_the_running_loop())
+    assert not closed
+    assert (on_uvloop["loop"], on_uvloop["event_loop"]) == ("uvloop", "uvloop.Loop")
+    assert set(on_uvloop["off_by_design"]) == {"wakeup", "read_interest", "poll"}
+    assert on_uvloop["ok"] is True
+    on_asyncio, _ = asyncio.run(diagnosed_on_the_running_loop())
+    assert on_asyncio["loop"] == "asyncio"
+    assert on_asyncio["off_by_design"] == {}
+    assert on_asyncio["patches"] == dict.fromkeys(registry.known())
+
+
+def test_doctor_follows_a_uvloop_policy_the_application_set():
+    """The deprecated way to run uvloop (``uvloop.install()``), still
+    supported up to 3.15: doctor reads it from the loop the default factory
+    makes, not from the policy API."""
+    uvloop = pytest.importorskip("uvloop")
+    if not hasattr(asyncio, "set_event_loop_policy"):
+        pytest.skip("no event loop policy in this Python")
+    from fastloop.cli import doctor
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        saved = asyncio.get_event_loop_policy()
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    try:
+        report = doctor.diagnose({})
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            asyncio.set_event_loop_policy(saved)
+    assert (report["loop"], report["event_loop"]) == ("uvloop", "uvloop.Loop")
+    assert "wakeup" in report["off_by_design"]
+    assert doctor.diagnose({})["loop"] == "asyncio"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[], ["--json"], ["--loop", "uvloop"], ["--loop", "uvloop", "--json"]],
+    ids=["text", "json", "uvloop", "uvloop-json"],
+)
+def test_doctor_under_w_error_exits_0_and_warns_nothing(args, tmp_path):
+    """No fastloop module calls an API deprecated in the running Python."""
+    if "uvloop" in args:
+        pytest.importorskip("uvloop")
+    result = subprocess.run(
+        [sys.executable, "-W", "error", "-m", "fastloop", "doctor", *args],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+    assert "Warning" not in result.stdout
+    loop = "uvloop" if "uvloop" in args else "asyncio"
+    if "--json" in args:
+        assert json.loads(result.stdout)["loop"] == loop
+    else:
+        assert f"\nevent loop    {loop}: " in result.stdout
 
 
 def test_doctor_answers_for_asyncio_with_patches_already_active(capsys):

@@ -432,15 +432,35 @@ def test_real_zero_timeout_polls_measure_the_gil_wait(monkeypatch, fake_clock):
     assert snapshot.to_dict()["gil"]["poll"]["samples"] == waits.samples
 
 
-def test_declines_under_a_uvloop_policy():
+def test_only_epoll_selector_loops_get_a_gate(fake_clock):
+    """``check_loop`` names the loops the gate is never put on (doctor's
+    answer for them), and those loops run stock polls under the patch."""
     uvloop = pytest.importorskip("uvloop")
-    policy = asyncio.get_event_loop_policy()
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    try:
-        reason = fastloop.available()["poll"]
-    finally:
-        asyncio.set_event_loop_policy(policy)
-    assert reason is not None and "uvloop" in reason
+    with fastloop.patched(["poll"]):
+        loops = [
+            asyncio.new_event_loop(),
+            asyncio.SelectorEventLoop(selectors.SelectSelector()),
+            uvloop.new_event_loop(),
+        ]
+        fastloop.reset_stats()
+        try:
+            gated = []
+            for loop in loops:
+                loop.run_until_complete(_iterate(50))
+                selector = getattr(loop, "_selector", None)
+                gated.append("select" in vars(selector) if selector else False)
+            reasons = [poll.check_loop(loop) for loop in loops]
+            skipped = fastloop.stats().poll.skipped
+        finally:
+            for loop in loops:
+                loop.close()
+    assert gated == [True, False, False]
+    assert reasons == [
+        None,
+        "its selector is SelectSelector, not epoll",
+        "uvloop.Loop has no asyncio selector to poll",
+    ]
+    assert skipped > 0  # the epoll loop's gate skipped polls: it was on
 
 
 def test_declines_when_run_once_changed(monkeypatch):

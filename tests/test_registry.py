@@ -257,6 +257,40 @@ def test_available_names_every_patch():
     assert verdicts["add_callback"] is None
 
 
+def test_available_does_not_depend_on_the_loop_the_application_runs():
+    """A patch's check() reads the classes it changes, never which loop runs:
+    one answer before Tornado's asyncio module is imported, after it, inside
+    a uvloop loop and under a uvloop policy (``fastloop doctor`` tells the
+    loops apart).  Under ``-W error``: no deprecated asyncio API is called."""
+    pytest.importorskip("uvloop")
+    result = run_python(
+        """
+        import asyncio, sys, warnings
+        import fastloop, uvloop
+        assert "tornado.platform.asyncio" not in sys.modules
+        first = fastloop.available()
+        import tornado.platform.asyncio
+        answers = [fastloop.available()]
+        async def main():
+            return fastloop.available()
+        answers.append(uvloop.run(main()))
+        if hasattr(asyncio, "set_event_loop_policy"):  # before 3.16
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+            answers.append(fastloop.available())
+        print(sorted(name for name, why in first.items() if why is None))
+        print([answer == first for answer in answers])
+        """,
+        "-W",
+        "error",
+    )
+    assert result.returncode == 0, result.stderr
+    applicable, same = result.stdout.splitlines()
+    assert "wakeup" in applicable
+    assert same in ("[True, True]", "[True, True, True]")
+
+
 def test_install_before_tornado_is_imported_applies_on_import():
     result = run_python(
         """

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import types
+import warnings
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -255,7 +256,10 @@ def test_a_forked_child_starts_from_the_interval_found():
             lambda: fastloop.stats().switchinterval.engaged, "auto mode engages"
         )
         read, write = os.pipe()
-        pid = os.fork()
+        with warnings.catch_warnings():
+            # Forking beside running threads (3.12+ warns) is the case tested.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
         if pid == 0:  # the child: no controller runs, the interval is the found one
             ok = sys.getswitchinterval() == DEFAULT_S and not controller().running
             os.write(write, b"1" if ok else b"0")

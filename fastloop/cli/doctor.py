@@ -14,6 +14,8 @@ from fastloop.cli._arguments import Commands
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import asyncio
+
     from fastloop.dask import settings as dask_config
 
 LOOPS = ("asyncio", "uvloop")
@@ -31,7 +33,8 @@ def add_parser(commands: Commands) -> None:
         "--loop",
         choices=LOOPS,
         help="answer for an application that runs this loop "
-        "(default: the one this interpreter's policy makes)",
+        "(default: the running loop, else the one asyncio.new_event_loop() "
+        "makes here)",
     )
 
 
@@ -55,76 +58,85 @@ def _version(distribution: str) -> str | None:
         return None
 
 
-def current_loop() -> str:
-    """The loop this interpreter's policy makes: 'uvloop' or 'asyncio'."""
+def _kind(loop: object) -> str:
+    """'uvloop' for a loop of uvloop's, else 'asyncio' (a loop of asyncio's)."""
+    return "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"
+
+
+def _asyncio_loop() -> asyncio.AbstractEventLoop:
+    """A loop of asyncio's own, whatever the application set as default."""
     import asyncio
 
-    policy = type(asyncio.get_event_loop_policy())
-    return "uvloop" if policy.__module__.startswith("uvloop") else "asyncio"
+    made = getattr(asyncio, "EventLoop", None)  # 3.13+: the platform's default
+    if made is not None:
+        loop: asyncio.AbstractEventLoop = made()
+        return loop
+    if sys.platform == "win32":
+        return asyncio.ProactorEventLoop()
+    return asyncio.SelectorEventLoop()
 
 
 @contextlib.contextmanager
-def _policy(loop: str) -> Iterator[None]:
-    """Answer as if the application ran ``loop``: its policy, for the block."""
+def _sample_loop(loop: str | None = None) -> Iterator[asyncio.AbstractEventLoop]:
+    """A loop of the kind the application runs, for the block.
+
+    ``loop`` None: the loop running in this thread, if any (``diagnose()``
+    called by the application); else a new one from ``asyncio.new_event_loop``,
+    the factory ``asyncio.run`` and Tornado's ``IOLoop()`` use when given
+    none, which an application's uvloop policy also governs (read through
+    the loop it makes, never through the policy API, which 3.14 deprecates
+    and 3.16 removes).  An application that passes uvloop as ``asyncio.run``'s
+    ``loop_factory`` is seen only while its loop runs: ``--loop uvloop``
+    answers for it from outside.  A loop made here is closed after the block.
+    """
     import asyncio
 
-    saved = asyncio.get_event_loop_policy()
+    running = asyncio._get_running_loop() if loop is None else None
+    if running is not None:
+        yield running
+        return
     if loop == "uvloop":
         import uvloop
 
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+        made: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    elif loop == "asyncio":
+        made = _asyncio_loop()
     else:
-        asyncio.set_event_loop_policy(asyncio.DefaultEventLoopPolicy())
+        made = asyncio.new_event_loop()
     try:
-        yield
+        yield made
     finally:
-        asyncio.set_event_loop_policy(saved)
+        made.close()
 
 
-def _loop_kind() -> str:
-    import asyncio
+def _verdicts(
+    loop: asyncio.AbstractEventLoop,
+) -> tuple[dict[str, str | None], dict[str, str]]:
+    """Each patch's check(), then its check_loop() on ``loop``, and those off
+    there by design.
 
-    policy = asyncio.get_event_loop_policy()
-    loop = policy.new_event_loop()
-    try:
-        return f"{type(loop).__module__}.{type(loop).__qualname__}"
-    finally:
-        loop.close()
-
-
-def _verdicts(loop: str) -> tuple[dict[str, str | None], dict[str, str]]:
-    """Each patch's check() under ``loop``, and those off there by design.
-
-    A patch that applies under asyncio's loop and declines under uvloop is a
-    supported set-up (uvloop already does that work), not a failure; so is a
-    patch that declines for want of a GIL on a free-threaded build.
+    A patch that applies but keeps stock behaviour on this kind of loop (under
+    uvloop, the patches of asyncio's selector loop: uvloop already does that
+    work) is a supported set-up, not a failure; so is a patch that declines
+    for want of a GIL on a free-threaded build.
     """
     from fastloop.patches import NO_GIL, registry
 
-    # Patches active here are taken off for the look: check() reads the
-    # stock internals, not fastloop's replacements.  Importing the targets
-    # first lets patches armed by FASTLOOP apply, so that they come off too.
-    registry.available()
-    with registry.suspended():
-        with _policy(loop):
-            verdicts = {name: registry.check(name) for name in registry.known()}
-        for name in verdicts:
-            package = registry.target(name).partition(".")[0]
-            if importlib.util.find_spec(package) is None:
-                verdicts[name] = f"{package} {NOT_INSTALLED}"
-        by_design = {
-            name: why
-            for name, why in verdicts.items()
-            if why is not None
-            and (why.startswith(NO_GIL) or why.endswith(NOT_INSTALLED))
-        }
-        if loop == "uvloop":
-            with _policy("asyncio"):
-                for name, why in verdicts.items():
-                    if name in by_design:
-                        continue
-                    if why is not None and registry.check(name) is None:
-                        by_design[name] = why
+    verdicts = {name: registry.check(name) for name in registry.known()}
+    for name in verdicts:
+        package = registry.target(name).partition(".")[0]
+        if importlib.util.find_spec(package) is None:
+            verdicts[name] = f"{package} {NOT_INSTALLED}"
+    by_design = {
+        name: why
+        for name, why in verdicts.items()
+        if why is not None and (why.startswith(NO_GIL) or why.endswith(NOT_INSTALLED))
+    }
+    for name, why in verdicts.items():
+        if why is None:
+            off = registry.check_loop(name, loop)
+            if off is not None:
+                verdicts[name] = by_design[name] = off
     return verdicts, by_design
 
 
@@ -167,16 +179,20 @@ def diagnose(
     from fastloop.cli import run
     from fastloop.dask import settings as dask_config
     from fastloop.observers import watchdog
-    from fastloop.patches import fingerprints, gil_enabled, registry
+    from fastloop.patches import fingerprints, gil_enabled, loop_class, registry
 
     env = dict(os.environ if environ is None else environ)
     section = dask_config.dask_section()
     chosen = dask_config.choose(env, (), section)
     running = watchdog.process_watchdog()
-    loop = loop or current_loop()
-    verdicts, by_design = _verdicts(loop)
-    with _policy(loop):
-        loop_class = _loop_kind()
+    # Patches active here are taken off for the look: check() reads the
+    # stock internals, not fastloop's replacements, and a loop made for the
+    # look is a stock one.  Importing the targets first lets patches armed by
+    # FASTLOOP apply, so that they come off too.
+    registry.available()
+    with registry.suspended(), _sample_loop(loop) as sample:
+        verdicts, by_design = _verdicts(sample)
+        kind, event_loop = _kind(sample), loop_class(sample)
     wanted = sorted(
         registry.default_set() if chosen.patches is None else chosen.patches
     )
@@ -200,8 +216,8 @@ def diagnose(
             "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
             "gil_enabled": gil_enabled(),
         },
-        "loop": loop,
-        "event_loop": loop_class,
+        "loop": kind,
+        "event_loop": event_loop,
         "pth_installed": run.pth_active(),
         "installed_now": sorted(registry.installed()),
         "watchdog": {

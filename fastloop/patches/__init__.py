@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from fastloop.patches.changes import Change
@@ -75,6 +75,12 @@ def changed_method(cls: type, needs: Mapping[str, set[str]]) -> str | None:
     return None
 
 
+def loop_class(loop: object) -> str:
+    """The qualified name of an event loop's class: ``uvloop.Loop``."""
+    kind = type(loop)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
 def needs_gil(why: str) -> str | None:
     """A ``check()``'s decline where there is no GIL (``why``: what relies on it)."""
     return None if gil_enabled() else f"{NO_GIL}: {why}"
@@ -88,7 +94,10 @@ class Patch:
     ``check(module)`` returns None when the internals it replaces look exactly
     as expected, else a one-line reason.  ``apply(module)`` returns the
     changes, in the order the registry makes them; it must not change
-    anything itself.
+    anything itself.  ``check_loop(loop)``, where a patch acts only on some
+    kinds of asyncio loop, returns None for a loop it acts on, else why that
+    loop keeps stock behaviour (the reason ``declined_on_loop`` logs); the
+    class-level ``check()`` never asks which loop the application runs.
 
     ``replaces`` and ``relies_on`` say, in Markdown, what the patch swaps and
     which private names it depends on (the docs' "What it replaces" table).
@@ -100,6 +109,7 @@ class Patch:
     __slots__ = (
         "apply",
         "check",
+        "check_loop",
         "name",
         "relies_on",
         "replaces",
@@ -119,6 +129,7 @@ class Patch:
         verifies: tuple[str, ...],
         check: Callable[[ModuleType], str | None],
         apply: Callable[[ModuleType], list[Change]],
+        check_loop: Callable[[Any], str | None] | None = None,
     ) -> None:
         self.name = name
         self.target = target
@@ -128,3 +139,4 @@ class Patch:
         self.verifies = verifies
         self.check = check
         self.apply = apply
+        self.check_loop = check_loop

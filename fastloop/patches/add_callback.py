@@ -83,7 +83,7 @@ from contextvars import copy_context
 from types import ModuleType
 from typing import Any
 
-from fastloop.patches import Patch, needs_gil, registry
+from fastloop.patches import Patch, loop_class, needs_gil, registry
 from fastloop.patches._callback_batches import (
     CallbackBatch,
     LoopState,
@@ -281,7 +281,7 @@ def unknown_loop(loop: Any) -> str | None:
         return None
     if kind.__module__.startswith("uvloop"):
         return None
-    return f"{kind.__module__}.{kind.__qualname__} is not a selector loop or uvloop"
+    return f"{loop_class(loop)} is not a selector loop or uvloop"
 
 
 PATCH = Patch(
@@ -314,4 +314,5 @@ PATCH = Patch(
     ),
     check=check,
     apply=apply,
+    check_loop=unknown_loop,
 )

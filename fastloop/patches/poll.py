@@ -46,16 +46,18 @@ self-pipe readability and follow the same bound (a C-level handler such
 as SIGINT's ``KeyboardInterrupt`` still runs at once); a loop stopped
 before its iteration began and a loop in debug mode poll for real.
 
-Scope: loops created while the patch is installed (the gate is put on a
-loop's selector when the loop is created, through the registry's
-``PerObject``); ``uninstall()`` takes every gate off again, and so does
-closing the selector.  The gate marks itself as a stand-in for ``select``
-(``fastloop.runtime.waits``), so the profiler counts a loop waiting in it
-as idle.  Fork needs nothing: the state is timestamps of system-wide
-monotonic clocks (a forked child's thread CPU clock restarts, which at
-worst makes its first decision "contended").  The gate holds its
-selector weakly: a strong reference would be a cycle through the
-selector's ``__dict__``, which Tornado's own suite rejects.
+Scope: asyncio's selector loops on epoll (``check_loop``: not uvloop's,
+whose polls are libuv's, whatever loop the application runs) created while
+the patch is installed (the gate is put on a loop's selector when the loop
+is created, through the registry's ``PerObject``); ``uninstall()`` takes
+every gate off again, and so does closing the selector.  The gate marks
+itself as a stand-in for ``select`` (``fastloop.runtime.waits``), so the
+profiler counts a loop waiting in it as idle.  Fork needs nothing: the
+state is timestamps of system-wide monotonic clocks (a forked child's
+thread CPU clock restarts, which at worst makes its first decision
+"contended").  The gate holds its selector weakly: a strong reference
+would be a cycle through the selector's ``__dict__``, which Tornado's own
+suite rejects.
 
 A free-threaded build running without its GIL has no GIL for a poll to
 keep: the patch declines there.  CPython 3.14's ``_run_once`` polls as
@@ -78,7 +80,7 @@ from types import ModuleType
 from typing import Any
 
 from fastloop.config import settings
-from fastloop.patches import Patch, needs_gil, registry
+from fastloop.patches import Patch, loop_class, needs_gil, registry
 from fastloop.patches.changes import Change, PerObject, Swap
 from fastloop.runtime import waits
 from fastloop.telemetry.live import GIL, counters
@@ -176,7 +178,7 @@ def check(module: ModuleType) -> str | None:
         return "BaseSelectorEventLoop.__init__ no longer sets _selector"
     # The modules this one imports, not the asyncio package's names: this
     # runs while the package may still be importing.
-    from asyncio import base_events, events
+    from asyncio import base_events
 
     run_once = getattr(
         base_events.BaseEventLoop.__dict__.get("_run_once"), "__code__", None
@@ -191,10 +193,18 @@ def check(module: ModuleType) -> str | None:
     names = set(getattr(stock_select, "co_names", ()))
     if not any(names >= spelling for spelling in _STOCK_SPELLINGS):
         return "selectors.EpollSelector.select changed"
-    # The policy already set, if any (asking would create the default one).
-    policy = getattr(events, "_event_loop_policy", None)
-    if type(policy).__module__.startswith("uvloop"):
-        return "uvloop is the event loop policy: its loop has no asyncio selector"
+    return None
+
+
+def check_loop(loop: Any) -> str | None:
+    """Why ``loop`` gets no gate on its polls, or None if it does."""
+    from asyncio import selector_events
+
+    if not isinstance(loop, selector_events.BaseSelectorEventLoop):
+        return f"{loop_class(loop)} has no asyncio selector to poll"
+    kind = type(getattr(loop, "_selector", None))
+    if kind is not selectors.EpollSelector:
+        return f"its selector is {kind.__qualname__}, not epoll"
     return None
 
 
@@ -376,4 +386,5 @@ PATCH = Patch(
     ),
     check=check,
     apply=apply,
+    check_loop=check_loop,
 )

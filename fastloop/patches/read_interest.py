@@ -115,7 +115,7 @@ class Reads:
         self.ours: set[int] = set()
 
 
-def declined(loop: Any) -> bool:
+def check_loop(selector_loop: Any) -> str | None:
     """Keep stock's drops on loops that run a reader's handle as they poll.
 
     Unmuting swaps in a fresh handle, which holds back a readiness polled
@@ -123,12 +123,18 @@ def declined(loop: Any) -> bool:
     selector loops).  uvloop runs the handle from inside its poll, so a
     readiness in the same batch would be delivered before stock saw it.
     """
-    selector_loop = loop.selector_loop
     if isinstance(selector_loop, selector_events.BaseSelectorEventLoop):
+        return None
+    return "it runs reader handles as it polls"
+
+
+def declined(loop: Any) -> bool:
+    """Whether an IOLoop's selector loop keeps stock's drops (``check_loop``)."""
+    selector_loop = loop.selector_loop
+    reason = check_loop(selector_loop)
+    if reason is None:
         return False
-    registry.declined_on_loop(
-        "read_interest", selector_loop, "it runs reader handles as it polls"
-    )
+    registry.declined_on_loop("read_interest", selector_loop, reason)
     return True
 
 
@@ -313,4 +319,5 @@ PATCH = Patch(
     ),
     check=check,
     apply=apply,
+    check_loop=check_loop,
 )

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator
 from types import ModuleType
 from typing import TypeVar
 
-from fastloop.patches import ON_IMPORT_ONLY, RECORDS, Patch
+from fastloop.patches import ON_IMPORT_ONLY, RECORDS, Patch, loop_class
 from fastloop.patches.changes import Change, Swap
 from fastloop.runtime.importhook import PostImportFinder
 
@@ -211,8 +211,8 @@ def applied_change(name: str, kind: type[C]) -> C | None:
 def check(name: str) -> str | None:
     """What ``name``'s ``check()`` says in this process now, installed or not.
 
-    Imports the patch's target module (Tornado, asyncio); ``fastloop doctor``
-    asks this under each event loop policy it answers for.
+    Imports the patch's target module (Tornado, asyncio).  The answer does
+    not depend on the event loop the application runs: ``check_loop`` does.
     """
     target = _state.patches[name].target
     try:
@@ -220,6 +220,25 @@ def check(name: str) -> str | None:
     except Exception as exc:  # any failure to import is a reason, not a crash
         return f"cannot import {target}: {exc}"
     return _safe_check(name, module)
+
+
+def check_loop(name: str, loop: object) -> str | None:
+    """Why ``name`` keeps stock behaviour on this asyncio loop, or None.
+
+    None also for a patch that acts on every loop, and for one whose
+    ``check()`` declines (ask that first).  ``fastloop doctor`` asks it of a
+    loop of the kind the application runs.
+    """
+    try:
+        patch = _record(name)
+    except Exception:  # check() says why
+        return None
+    if patch.check_loop is None:
+        return None
+    try:
+        return patch.check_loop(loop)
+    except Exception as exc:  # a loop this patch cannot read is not one it knows
+        return f"check failed: {exc!r}"
 
 
 def available() -> dict[str, str | None]:
@@ -339,7 +358,7 @@ def _apply_requested(module: ModuleType) -> None:
 
 def declined_on_loop(name: str, loop: object, reason: str) -> None:
     """A patch keeps stock behaviour on this kind of loop: say why, once per class."""
-    kind = f"{type(loop).__module__}.{type(loop).__qualname__}"
+    kind = loop_class(loop)
     # Made before the lock: then nothing under it allocates an object the
     # collector tracks, and no finalizer nests between the test and the set.
     key = (name, kind)

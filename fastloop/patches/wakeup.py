@@ -47,7 +47,9 @@ once and keep writing every time (stock behaviour).  Signals are untouched:
 the C signal handler writes to the pipe itself, not through here.  Only
 asyncio's selector loops run this code: a proactor loop, uvloop and
 Tornado's ``AddThreadSelectorEventLoop`` (its own selector thread) never
-reach it.
+reach it.  So ``check()`` reads the class alone, not which loop the
+application runs (an event loop policy, which 3.16 removes, or a
+``loop_factory``): ``check_loop`` says of one loop whether it runs this code.
 
 Undo argument.  A loop created while installed keeps fastloop's reader
 (the self-pipe handle binds ``_read_from_self`` when the loop is made) and,
@@ -65,14 +67,13 @@ of the two handles it runs.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
-from asyncio import events
+from asyncio import events, selector_events
 from types import ModuleType
 from typing import Any
 
-from fastloop.patches import Patch, changed_method, needs_gil, registry
+from fastloop.patches import Patch, changed_method, loop_class, needs_gil, registry
 from fastloop.patches.changes import Change, PerObject, Swap
 from fastloop.runtime import fork
 from fastloop.telemetry.live import counters
@@ -161,12 +162,16 @@ def check(module: ModuleType) -> str | None:
     changed = changed_method(cls, needs)
     if changed is not None:
         return f"BaseSelectorEventLoop.{changed} changed"
-    # The policy already set, if any: asking asyncio for it would create the
-    # default one, and this runs while the asyncio package is still importing.
-    policy = getattr(asyncio.events, "_event_loop_policy", None)
-    if type(policy).__module__.startswith("uvloop"):
-        return "uvloop is the event loop policy, and it already coalesces wake-ups"
     return None
+
+
+def check_loop(loop: Any) -> str | None:
+    """Why ``loop`` never runs the patched self-pipe code, or None if it does."""
+    if isinstance(loop, selector_events.BaseSelectorEventLoop):
+        return None
+    if type(loop).__module__.startswith("uvloop"):
+        return "uvloop coalesces its wake-ups already, without asyncio's self-pipe"
+    return f"{loop_class(loop)} is not an asyncio selector loop"
 
 
 def _self_pipe_reader(loop: Any) -> Any:
@@ -292,4 +297,5 @@ PATCH = Patch(
     ),
     check=check,
     apply=apply,
+    check_loop=check_loop,
 )
