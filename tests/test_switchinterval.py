@@ -13,6 +13,7 @@ import _thread
 import asyncio
 import contextlib
 import os
+import socket
 import sys
 import threading
 import time
@@ -85,18 +86,33 @@ def spinning(threads: int = 1) -> Iterator[list[threading.Thread]]:
             thread.join()
 
 
-def run_loop_until(condition: Callable[[], object], what: str) -> None:
-    """Run an IOLoop (auto mode serves running loops) until ``condition``."""
+def run_loop_until(
+    condition: Callable[[], object], what: str, loop_factory=None
+) -> None:
+    """Run an IOLoop (auto mode serves running loops; add_callback'ed once,
+    so that patch wraps its loop) until ``condition``: every iteration a
+    timer and a byte through a socket pair, handled by the loop."""
 
     async def main() -> None:
-        IOLoop.current()
-        deadline = time.monotonic() + 60
-        while not condition():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"not within 60 s: {what}")
-            await asyncio.sleep(0.005)
+        ioloop = IOLoop.current()
+        ioloop.add_callback(lambda: None)
+        ours, theirs = socket.socketpair()
+        ours.setblocking(False)
+        ioloop.add_handler(ours, lambda fd, events: ours.recv(64), IOLoop.READ)
+        try:
+            deadline = time.monotonic() + 60
+            while not condition():
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"not within 60 s: {what}")
+                theirs.send(b"x")
+                await asyncio.sleep(0.005)
+        finally:
+            ioloop.remove_handler(ours)
+            ours.close()
+            theirs.close()
 
-    asyncio.run(main())
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(main())
 
 
 def test_in_the_default_set_and_auto_by_default():
@@ -523,37 +539,6 @@ def parked() -> Iterator[threading.Thread]:
         thread.join()
 
 
-def iterate_until(
-    condition: Callable[[], object], what: str, loop_factory=None, io: bool = True
-) -> None:
-    """Run an IOLoop (add_callback'ed once, so the patch wraps its loop)
-    until ``condition``: every iteration a timer, and with ``io`` a byte
-    through a socket pair, handled by the loop."""
-    import socket
-
-    async def main() -> None:
-        ioloop = IOLoop.current()
-        ioloop.add_callback(lambda: None)
-        ours, theirs = socket.socketpair()
-        ours.setblocking(False)
-        ioloop.add_handler(ours, lambda fd, events: ours.recv(64), IOLoop.READ)
-        try:
-            deadline = time.monotonic() + 60
-            while not condition():
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"not within 60 s: {what}")
-                if io:
-                    theirs.send(b"x")
-                await asyncio.sleep(0.005)
-        finally:
-            ioloop.remove_handler(ours)
-            ours.close()
-            theirs.close()
-
-    with asyncio.Runner(loop_factory=loop_factory) as runner:
-        runner.run(main())
-
-
 @needs_proc
 def test_idle_it_sleeps_and_its_thread_wakes_no_more(quick_to_sleep):
     """Timers and I/O on the loop, a second thread parked: nothing to decide."""
@@ -573,7 +558,7 @@ def test_idle_it_sleeps_and_its_thread_wakes_no_more(quick_to_sleep):
             seen["left"] -= 1
             return seen["left"] == 0
 
-        iterate_until(asleep_then_200_iterations, "it sleeps, then 200 iterations")
+        run_loop_until(asleep_then_200_iterations, "it sleeps, then 200 iterations")
         assert ours.running  # asleep, not ended: the process has two threads
         assert asleep()
         assert fastloop.stats().switchinterval.wait_samples == seen["ticks"]
@@ -607,7 +592,7 @@ def test_a_thread_that_starts_computing_beside_a_loop_wakes_it_and_is_seen(
         return fastloop.stats().switchinterval.engaged
 
     try:
-        iterate_until(asleep_then_engaged, "it sleeps, then engages beside the task")
+        run_loop_until(asleep_then_engaged, "it sleeps, then engages beside the task")
         assert wakes() == {"compute": 1, "thread": 0, "ioloop": 0, "alone": 0,
                            "uninstall": 0}  # fmt: skip
         assert fastloop.stats().switchinterval.competitors == 1
@@ -643,7 +628,7 @@ def test_uninstall_while_it_sleeps_ends_it(quick_to_sleep, patches):
     fastloop.install(None if patches == "all" else patches)
     with parked():
         ours = controller()
-        iterate_until(asleep, "the controller sleeps")
+        run_loop_until(asleep, "the controller sleeps")
         fastloop.uninstall()
         assert ours is not None and not ours.running
         assert not IDLE.asleep and not asleep()
@@ -664,7 +649,7 @@ def test_where_a_loop_cannot_wake_it_it_never_sleeps(quick_to_sleep, kind):
             assert not asleep()
             return fastloop.stats().switchinterval.wait_samples >= ticks
 
-        iterate_until(ticked, f"{ticks} ticks", loop_factory=loop_factory)
+        run_loop_until(ticked, f"{ticks} ticks", loop_factory=loop_factory)
     assert set(wakes().values()) == {0}
 
 
@@ -683,7 +668,9 @@ def test_add_callback_uninstalled_while_it_sleeps_wakes_it_for_good(quick_to_sle
                 return False
             return now >= uninstalled_at[0] + ticks
 
-        iterate_until(asleep_then_uninstalled_then_ticks, f"asleep, then {ticks} ticks")
+        run_loop_until(
+            asleep_then_uninstalled_then_ticks, f"asleep, then {ticks} ticks"
+        )
         assert not asleep()
     assert wakes() == {"compute": 0, "thread": 0, "ioloop": 0, "alone": 0,
                        "uninstall": 1}  # fmt: skip
