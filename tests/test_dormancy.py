@@ -80,16 +80,18 @@ class Clocks:
         self.process += loop + others
 
 
-def asleep(rings: Rings) -> Dormancy:
-    idle = Dormancy()
+@pytest.fixture
+def looked(monkeypatch) -> tuple[Clocks, Rings, Readings, Dormancy]:
+    """Made-up clocks; asleep; a loop that has looked once (the first look
+    of a sleep takes readings and gives no verdict)."""
+    clocks, rings, seen, idle = Clocks(monkeypatch), Rings(), Readings(), Dormancy()
     assert idle.sleep(rings, EVERY_NS, SHARE)
-    return idle
+    idle.iterated(seen)
+    return clocks, rings, seen, idle
 
 
-def test_an_iteration_wakes_it_once_the_other_threads_compute(monkeypatch):
-    clocks, rings, seen = Clocks(monkeypatch), Rings(), Readings()
-    idle = asleep(rings)
-    idle.iterated(seen)  # the first look of this sleep: readings, no verdict
+def test_an_iteration_wakes_it_once_the_other_threads_compute(looked):
+    clocks, rings, seen, idle = looked
     # The loop itself busy, the others idle: nothing to decide.
     for _ in range(5):
         clocks.run(EVERY_NS, loop=EVERY_NS // 2)
@@ -106,11 +108,9 @@ def test_an_iteration_wakes_it_once_the_other_threads_compute(monkeypatch):
 
 
 def test_threads_that_used_less_than_one_compute_threads_share_wake_nothing(
-    monkeypatch,
+    looked,
 ):
-    clocks, rings, seen = Clocks(monkeypatch), Rings(), Readings()
-    idle = asleep(rings)
-    idle.iterated(seen)
+    clocks, rings, seen, idle = looked
     clocks.run(10 * EVERY_NS, others=int(SHARE * 10 * EVERY_NS) - 1)
     idle.iterated(seen)
     assert rings.count == 0
@@ -120,11 +120,9 @@ def test_threads_that_used_less_than_one_compute_threads_share_wake_nothing(
 
 
 def test_readings_of_an_earlier_sleep_or_another_thread_are_a_new_start(
-    monkeypatch,
+    looked,
 ):
-    clocks, rings, seen = Clocks(monkeypatch), Rings(), Readings()
-    idle = asleep(rings)
-    idle.iterated(seen)
+    clocks, rings, seen, idle = looked
     idle.wake("thread")
     assert idle.awake() == "thread"
     clocks.run(EVERY_NS, others=EVERY_NS)  # computed while it was awake
@@ -139,11 +137,9 @@ def test_readings_of_an_earlier_sleep_or_another_thread_are_a_new_start(
 
 
 def test_an_iteration_that_finds_the_process_back_to_one_thread_wakes_it(
-    monkeypatch,
+    looked,
 ):
-    clocks, rings, seen = Clocks(monkeypatch), Rings(), Readings()
-    idle = asleep(rings)
-    idle.iterated(seen)
+    clocks, rings, seen, idle = looked
     clocks.threads = 1
     clocks.run(EVERY_NS)
     idle.iterated(seen)

@@ -23,8 +23,8 @@ pytestmark = pytest.mark.skipif(
 #: The probe's hooks are registered before fastloop is imported: its
 #: ``before`` runs after fastloop's (reverse order), its ``after_in_parent``
 #: before fastloop's, so both see what the fork warning counts.
-APP = """
-import json, os, sys, threading, time
+PROBE = """
+import json, os, threading, time
 
 def threads():
     return len(os.listdir("/proc/self/task"))
@@ -38,6 +38,10 @@ import fastloop
 import tornado.ioloop
 
 fastloop.install()
+"""
+APP = (
+    PROBE
+    + """
 watching = fastloop.watch(threshold_ms=1000)
 # The controller starts with a second thread, and outlives it a while.
 helper = threading.Thread(target=time.sleep, args=(0.05,))
@@ -54,6 +58,7 @@ seen["ours after"] = threads() - 1
 watching.stop()
 print(json.dumps(seen))
 """
+)
 
 
 def test_fastloops_threads_stop_for_a_fork_and_start_again():
@@ -69,22 +74,11 @@ def test_fastloops_threads_stop_for_a_fork_and_start_again():
 
 #: Auto mode's controller asleep at the fork: the application keeps a thread
 #: of its own (so the controller does not end), and no IOLoop is open.
-ASLEEP = """
-import json, os, threading, time
-
-def threads():
-    return len(os.listdir("/proc/self/task"))
-
-seen = {}
-os.register_at_fork(
-    before=lambda: seen.setdefault("at the fork", threads()),
-    after_in_parent=lambda: seen.setdefault("right after", threads()),
-)
-import fastloop
-import tornado.ioloop
+ASLEEP = (
+    PROBE
+    + """
 from fastloop.runtime.dormancy import IDLE
 
-fastloop.install()
 done = threading.Event()
 threading.Thread(target=done.wait, daemon=True).start()
 deadline = time.monotonic() + 30
@@ -106,6 +100,7 @@ while threads() - 2 < 1:  # the controller starts again, awake
 seen["ours after"] = threads() - 2
 print(json.dumps(seen))
 """
+)
 
 
 def test_asleep_at_a_fork_it_ends_for_it_and_starts_again():
