@@ -116,32 +116,52 @@ def _key(what: str, against: str) -> str:
 IDLE = ("dask_idle.json",)
 
 
-def idle() -> list[str]:
-    """An idle scheduler, nanny and worker: CPU and wake-ups, per arm."""
+def idle(results: Path = RESULTS) -> list[str]:
+    """An idle scheduler, nanny and worker: CPU and wake-ups, per arm; and
+    fastloop's own threads' wake-ups where the file counted them."""
     lines = []
     for name in IDLE:
-        data = load(RESULTS, name)
+        data = load(results, name)
+        processes = ("scheduler", "nanny", "worker")
+        ours = any(
+            "fastloop_wakeups_per_s" in row[p]
+            for row in data["rows"].values()
+            for p in processes
+        )
         lines += [
             f"`bench/results/{name}`: CPython {data['python']}, distributed "
             f"{data['distributed']}, Tornado {data['tornado']}; {data['rounds']} "
             f"interleaved rounds of {data['window_s']:g} s windows after "
             f"{data['settle_s']:g} s; medians, CPU as a percentage of one core "
-            "and wake-ups (voluntary context switches of all threads) a second.",
+            "and wake-ups (voluntary context switches of all threads) a second"
+            + (
+                "; fastloop's threads: each one's wake-ups a second, by its name "
+                "and process"
+                if ours
+                else ""
+            )
+            + ".",
             "",
             "| arm | scheduler | nanny | worker | the three | CPU vs stock "
-            "| wake-ups vs stock |",
-            "|---|---|---|---|---|---|---|",
+            "| wake-ups vs stock |" + (" fastloop's threads |" if ours else ""),
+            "|---|---|---|---|---|---|---|" + ("---|" if ours else ""),
         ]
         for arm, row in data["rows"].items():
             cells = [
                 f"{row[p]['cpu_percent']:.2f}% / {row[p]['wakeups_per_s']:.0f}"
-                for p in ("scheduler", "nanny", "worker")
+                for p in processes
             ]
+            threads = ", ".join(
+                f"{p} `{thread}` {rate:.1f}"
+                for p in processes
+                for thread, rate in row[p].get("fastloop_wakeups_per_s", {}).items()
+            )
             lines.append(
                 f"| {arm} | {' | '.join(cells)} | {row['trio_cpu_percent']:.2f}% / "
                 f"{row['trio_wakeups_per_s']:.0f} "
                 f"| {_ratio(row['trio_cpu_percent_vs_stock'])} "
                 f"| {_ratio(row['trio_wakeups_per_s_vs_stock'])} |"
+                + (f" {threads or 'none'} |" if ours else "")
             )
         lines.append("")
     return lines[:-1]

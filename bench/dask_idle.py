@@ -15,7 +15,11 @@ configuration floor (``FLOOR``: dask's own monitoring turned down, at the
 price of its loop-health warnings, profiles, memory protection and
 dashboard series).  Reported per process and for the three together: CPU
 as a percentage of one core and wake-ups a second, medians over rounds,
-and each arm's trio against stock's as the median of paired ratios.
+and each arm's trio against stock's as the median of paired ratios; and,
+per process, the wake-ups of fastloop's own threads, thread by thread,
+told by their OS names (``fastloop-...``: auto mode's controller names
+its thread so; from CPython 3.14 threading names the watchdog's and the
+profiler's too).  A thread that ends during the window is not counted.
 """
 
 from __future__ import annotations
@@ -60,22 +64,41 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def wakeups(pid: int) -> int:
-    """Voluntary context switches of ``pid``'s live threads so far."""
-    total = 0
+#: The start of the OS name of each of fastloop's threads.
+OURS = "fastloop"
+
+
+def thread_wakeups(pid: int) -> dict[int, tuple[str, int]]:
+    """Each live thread of ``pid``: its OS name and voluntary context
+    switches so far (a thread that sleeps and wakes switches once)."""
+    found = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             status = (task / "status").read_text()
         except OSError:  # the thread ended meanwhile
             continue
-        for line in status.splitlines():
-            if line.startswith("voluntary_ctxt_switches:"):
-                total += int(line.split()[1])
-    return total
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        switches = int(fields["voluntary_ctxt_switches"])
+        found[int(task.name)] = (fields["Name"].strip(), switches)
+    return found
 
 
-def reading(pids: dict[str, int]) -> dict[str, tuple[float, int]]:
-    return {name: (cpu_s(pid), wakeups(pid)) for name, pid in pids.items()}
+Reading = tuple[float, dict[int, tuple[str, int]]]
+
+
+def reading(pids: dict[str, int]) -> dict[str, Reading]:
+    return {name: (cpu_s(pid), thread_wakeups(pid)) for name, pid in pids.items()}
+
+
+def ours_per_s(before: Reading, after: Reading, window: float) -> dict[str, float]:
+    """Wake-ups a second of fastloop's threads, by OS name (summed over the
+    threads of one name: a controller that ended and started again)."""
+    rates: dict[str, float] = {}
+    for tid, (name, switches) in after[1].items():
+        if name.startswith(OURS):
+            woke = switches - before[1].get(tid, (name, 0))[1]
+            rates[name] = rates.get(name, 0.0) + woke / window
+    return rates
 
 
 def workers_of(nanny: int) -> list[int]:
@@ -158,7 +181,12 @@ def one_run(arm: str, settle: float, window: float) -> dict[str, Any]:
     return {
         name: {
             "cpu_percent": 100 * (after[name][0] - before[name][0]) / window,
-            "wakeups_per_s": (after[name][1] - before[name][1]) / window,
+            "wakeups_per_s": (
+                sum(switches for _, switches in after[name][1].values())
+                - sum(switches for _, switches in before[name][1].values())
+            )
+            / window,
+            "fastloop_wakeups_per_s": ours_per_s(before[name], after[name], window),
         }
         for name in PROCESSES
     }
@@ -166,6 +194,14 @@ def one_run(arm: str, settle: float, window: float) -> dict[str, Any]:
 
 def trio(run: dict[str, Any], measure: str) -> float:
     return float(sum(run[name][measure] for name in PROCESSES))
+
+
+def ours_median(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Per thread name, the median over runs (0 in a run without it)."""
+    names = sorted({name for run in runs for name in run})
+    return {
+        name: statistics.median(run.get(name, 0.0) for run in runs) for name in names
+    }
 
 
 def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
@@ -178,6 +214,10 @@ def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]
             }
             for name in PROCESSES
         }
+        for name in PROCESSES:
+            row[name]["fastloop_wakeups_per_s"] = ours_median(
+                [r[name]["fastloop_wakeups_per_s"] for r in mine]
+            )
         for measure in ("cpu_percent", "wakeups_per_s"):
             row[f"trio_{measure}"] = statistics.median(trio(r, measure) for r in mine)
             row[f"trio_{measure}_vs_stock"] = ab.paired(
@@ -224,11 +264,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         cpu = row["trio_cpu_percent_vs_stock"]
         woken = row["trio_wakeups_per_s_vs_stock"]
+        ours = "; ".join(
+            f"{name} {thread} {rate:.1f}"
+            for name in PROCESSES
+            for thread, rate in row[name]["fastloop_wakeups_per_s"].items()
+        )
         print(
             f"{arm:>22}: {cells}  trio {row['trio_cpu_percent']:.2f}% / "
             f"{row['trio_wakeups_per_s']:.0f} a second; vs stock: CPU "
             f"{cpu['ratio']:.2f} [{cpu['low']:.2f}, {cpu['high']:.2f}], wake-ups "
-            f"{woken['ratio']:.2f} [{woken['low']:.2f}, {woken['high']:.2f}]"
+            f"{woken['ratio']:.2f} [{woken['low']:.2f}, {woken['high']:.2f}]; "
+            f"fastloop's threads a second: {ours or 'none'}"
         )
     if args.json:
         _results.save(

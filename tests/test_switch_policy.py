@@ -31,11 +31,16 @@ class Clock:
         loops: int = 1,
         cpus: int = 2,
         ticks=1,
+        wakeable=False,
     ) -> float:
         for _ in range(ticks):
-            self.now += self.rules.tick_ns()
+            tick = self.rules.tick_ns()
+            assert tick is not None, "asleep: nothing ticks until it is woken"
+            self.now += tick
             known = competitors if self.rules.wants_competitors() else -1
-            held = self.rules.step(Sample(self.now, wait_ns, known, loops, cpus))
+            held = self.rules.step(
+                Sample(self.now, wait_ns, known, loops, cpus, wakeable)
+            )
         return held
 
 
@@ -233,3 +238,71 @@ def test_threads_busy_without_the_gil_are_no_yardstick():
     (numpy): measured against a whole CPU, they would not count."""
     assert policy.competing([1.0, 0.45, 0.98, 0.45]) == 4
     assert policy.competing([0.95, 0.2]) == 2  # could not have shared one GIL
+
+
+# --- when not to look: asleep until woken ------------------------------------
+
+CALM_NS = 90_000
+
+
+def test_it_sleeps_after_ticks_with_nothing_to_decide_where_it_can_be_woken():
+    rules = Policy(FOUND_US, 0.03)
+    clock = Clock(rules)
+    clock.feed(CALM_NS, 0, wakeable=True, ticks=policy.DORMANT_TICKS - 1)
+    assert rules.tick_ns() == policy.SLOW_TICK_NS  # not yet
+    clock.feed(CALM_NS, 0, wakeable=True)
+    assert rules.tick_ns() is None
+    assert rules.interval_us == FOUND_US and not rules.engaged
+
+
+def test_where_nothing_would_wake_it_it_never_sleeps():
+    rules = Policy(FOUND_US, 0.03)
+    Clock(rules).feed(CALM_NS, 0, wakeable=False, ticks=10 * policy.DORMANT_TICKS)
+    assert rules.tick_ns() == policy.SLOW_TICK_NS
+
+
+@pytest.mark.parametrize("interruption", ["unwakeable", "late"])
+def test_a_tick_with_something_to_decide_starts_the_count_again(interruption):
+    rules = Policy(FOUND_US, 0.03)
+    clock = Clock(rules)
+    for _ in range(3):
+        clock.feed(CALM_NS, 1, wakeable=True, ticks=policy.DORMANT_TICKS - 1)
+        if interruption == "late":  # a thread holds the GIL beside a loop
+            clock.feed(5 * MS, 1, wakeable=True)
+        else:  # a thread started, or a loop that cannot wake it runs
+            clock.feed(CALM_NS, 1, wakeable=False)
+    assert rules.tick_ns() is not None
+    clock.feed(CALM_NS, 1, wakeable=True, ticks=policy.DORMANT_TICKS)
+    assert rules.tick_ns() is None
+
+
+def test_engaged_it_never_sleeps():
+    clock = engaged_with(1)
+    clock.feed(1 * MS, 1, wakeable=True, ticks=10 * policy.DORMANT_TICKS)
+    assert clock.rules.engaged and clock.rules.tick_ns() is not None
+
+
+def test_waits_with_no_loop_to_serve_are_nothing_to_decide():
+    rules = Policy(FOUND_US, 0.03)
+    clock = Clock(rules)
+    clock.feed(5 * MS, 1, loops=0, wakeable=True, ticks=policy.DORMANT_TICKS)
+    assert rules.state == policy.WATCHING
+    assert rules.tick_ns() is None
+
+
+def test_woken_it_looks_at_once_from_calm_and_engages_as_before():
+    rules = Policy(FOUND_US, 0.03)
+    clock = Clock(rules)
+    clock.feed(5 * MS, 1, loops=0, wakeable=True, ticks=policy.DORMANT_TICKS)
+    assert rules.tick_ns() is None
+    rules.woke()
+    assert rules.state == policy.CALM
+    assert rules.tick_ns() == policy.FAST_TICK_NS  # the first tick: a fast one
+    clock.feed(CALM_NS, 0, wakeable=True)
+    assert rules.tick_ns() == policy.SLOW_TICK_NS  # calm again: slow
+    rules.woke()
+    # The sleep counted nothing: the evidence to engage starts afresh.
+    clock.feed(5 * MS, 1, wakeable=True, ticks=policy.ENGAGE_TICKS - 1)
+    assert not rules.engaged
+    clock.feed(5 * MS, 1, wakeable=True)
+    assert rules.engaged and rules.engagements == 1

@@ -13,6 +13,7 @@ import _thread
 import asyncio
 import contextlib
 import os
+import socket
 import sys
 import threading
 import time
@@ -25,8 +26,15 @@ from tornado.ioloop import IOLoop
 
 import fastloop
 from fastloop import config
-from fastloop.patches import _switch_controller, registry, switchinterval
+from fastloop.patches import (
+    _switch_controller,
+    _switch_policy,
+    registry,
+    switchinterval,
+)
 from fastloop.patches.switchinterval import SwitchInterval
+from fastloop.runtime.dormancy import IDLE
+from fastloop.telemetry.schema_gil import WAKE_SOURCES
 
 DEFAULT_S = switchinterval.CPYTHON_DEFAULT_S
 
@@ -79,18 +87,33 @@ def spinning(threads: int = 1) -> Iterator[list[threading.Thread]]:
             thread.join()
 
 
-def run_loop_until(condition: Callable[[], object], what: str) -> None:
-    """Run an IOLoop (auto mode serves running loops) until ``condition``."""
+def run_loop_until(
+    condition: Callable[[], object], what: str, loop_factory=None
+) -> None:
+    """Run an IOLoop (auto mode serves running loops; add_callback'ed once,
+    so that patch wraps its loop) until ``condition``: every iteration a
+    timer and a byte through a socket pair, handled by the loop."""
 
     async def main() -> None:
-        IOLoop.current()
-        deadline = time.monotonic() + 60
-        while not condition():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"not within 60 s: {what}")
-            await asyncio.sleep(0.005)
+        ioloop = IOLoop.current()
+        ioloop.add_callback(lambda: None)
+        ours, theirs = socket.socketpair()
+        ours.setblocking(False)
+        ioloop.add_handler(ours, lambda fd, events: ours.recv(64), IOLoop.READ)
+        try:
+            deadline = time.monotonic() + 60
+            while not condition():
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"not within 60 s: {what}")
+                theirs.send(b"x")
+                await asyncio.sleep(0.005)
+        finally:
+            ioloop.remove_handler(ours)
+            ours.close()
+            theirs.close()
 
-    asyncio.run(main())
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(main())
 
 
 def test_in_the_default_set_and_auto_by_default():
@@ -199,7 +222,7 @@ def test_a_finalizer_starting_a_thread_inside_start_starts_one_controller(
     worker.join(30)
     assert not worker.is_alive(), "Controller.start deadlocked on its own lock"
     # One thread, the one stop() can end: a second would run unstoppable.
-    assert started == [(ours._stop, ours._done)]
+    assert started == [(ours._run,)]
     assert ours.running
 
 
@@ -473,3 +496,185 @@ def test_others_use_is_unknown_where_proc_stat_cannot_be_read(tmp_path):
     others = _switch_controller.OthersUse(str(tmp_path / "none"))
     assert others.read(0) is None
     assert others.read(10**9) is None
+
+
+# --- asleep while there is nothing to decide ------------------------------------
+
+needs_proc = pytest.mark.skipif(
+    not os.path.isdir("/proc/self/task"), reason="reads a thread's /proc status"
+)
+
+
+@pytest.fixture
+def quick_to_sleep(monkeypatch):
+    """Fewer calm ticks before it sleeps: the same rule, sooner."""
+    monkeypatch.setattr(_switch_policy, "DORMANT_TICKS", 3)
+    fastloop.reset_stats()
+
+
+def asleep() -> bool:
+    return bool(fastloop.stats().switchinterval.dormant)
+
+
+def wakes() -> dict[str, int]:
+    snapshot = fastloop.stats().switchinterval
+    return {source: getattr(snapshot, f"wakes_{source}") for source in WAKE_SOURCES}
+
+
+def voluntary_switches(native_id: int) -> int:
+    """How often a thread has slept and woken so far (Linux)."""
+    with open(f"/proc/self/task/{native_id}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    raise AssertionError("no voluntary_ctxt_switches line")
+
+
+@contextlib.contextmanager
+def parked() -> Iterator[threading.Thread]:
+    """A thread that waits until the block ends: the process has two."""
+    done = threading.Event()
+    thread = threading.Thread(target=done.wait, daemon=True)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        done.set()
+        thread.join()
+
+
+@needs_proc
+def test_idle_it_sleeps_and_its_thread_wakes_no_more(quick_to_sleep):
+    """Timers and I/O on the loop, a second thread parked: nothing to decide."""
+    fastloop.install()
+    with parked():
+        ours = controller()
+        assert ours is not None
+        seen: dict[str, int] = {}
+
+        def asleep_then_200_iterations() -> bool:
+            if not seen:
+                if asleep():
+                    seen["ticks"] = fastloop.stats().switchinterval.wait_samples
+                    seen["switches"] = voluntary_switches(ours._native_id)
+                    seen["left"] = 200  # iterations with a timer and I/O each
+                return False
+            seen["left"] -= 1
+            return seen["left"] == 0
+
+        run_loop_until(asleep_then_200_iterations, "it sleeps, then 200 iterations")
+        assert ours.running  # asleep, not ended: the process has two threads
+        assert asleep()
+        assert fastloop.stats().switchinterval.wait_samples == seen["ticks"]
+        assert voluntary_switches(ours._native_id) == seen["switches"]
+        assert set(wakes().values()) == {0}
+    assert "asleep now: nothing to decide" in fastloop.report()
+    with open(f"/proc/self/task/{ours._native_id}/comm", encoding="ascii") as comm:
+        assert comm.read().strip() == _switch_controller.THREAD_NAME
+
+
+def test_a_thread_that_starts_computing_beside_a_loop_wakes_it_and_is_seen(
+    quick_to_sleep,
+):
+    """A task thread already started (a pool's) gets work and computes."""
+    fastloop.install()
+    go, stop = threading.Event(), [False]
+
+    def task() -> None:
+        go.wait()
+        while not stop[0]:
+            pass
+
+    thread = threading.Thread(target=task, daemon=True)
+    thread.start()
+
+    def asleep_then_engaged() -> bool:
+        if not go.is_set():
+            if asleep():
+                go.set()  # the task's work arrives
+            return False
+        return fastloop.stats().switchinterval.engaged
+
+    try:
+        run_loop_until(asleep_then_engaged, "it sleeps, then engages beside the task")
+        assert wakes() == {"compute": 1, "thread": 0, "ioloop": 0, "alone": 0,
+                           "uninstall": 0}  # fmt: skip
+        assert fastloop.stats().switchinterval.competitors == 1
+    finally:
+        stop[0] = True
+        thread.join()
+
+
+def test_a_thread_that_starts_wakes_it_and_it_sleeps_again(quick_to_sleep):
+    fastloop.install()
+    with parked():
+        until(asleep, "the controller sleeps (no loop: nothing to decide)")
+        with parked():
+            until(lambda: not asleep(), "a new thread wakes it")
+            assert wakes()["thread"] == 1
+            until(asleep, "it sleeps again")
+
+
+def test_an_ioloop_made_wakes_it(quick_to_sleep):
+    fastloop.install()
+    with parked():
+        until(asleep, "the controller sleeps")
+
+        async def make() -> None:
+            IOLoop.current()
+
+        asyncio.run(make())
+        until(lambda: wakes()["ioloop"] == 1, "a new IOLoop wakes it")
+
+
+@pytest.mark.parametrize("patches", ["all", ["switchinterval", "add_callback"]])
+def test_uninstall_while_it_sleeps_ends_it(quick_to_sleep, patches):
+    fastloop.install(None if patches == "all" else patches)
+    with parked():
+        ours = controller()
+        run_loop_until(asleep, "the controller sleeps")
+        fastloop.uninstall()
+        assert ours is not None and not ours.running
+        assert not IDLE.asleep and not asleep()
+
+
+@pytest.mark.parametrize("kind", ["add_callback off", "uvloop"])
+def test_where_a_loop_cannot_wake_it_it_never_sleeps(quick_to_sleep, kind):
+    """No loop iteration reports to it: asleep, a thread that starts to
+    compute beside the loop would go unseen."""
+    loop_factory = None
+    if kind == "uvloop":
+        loop_factory = pytest.importorskip("uvloop").new_event_loop
+    fastloop.install(["switchinterval"] if kind == "add_callback off" else None)
+    ticks = 4 * _switch_policy.DORMANT_TICKS
+    with parked():
+
+        def ticked() -> bool:
+            assert not asleep()
+            return fastloop.stats().switchinterval.wait_samples >= ticks
+
+        run_loop_until(ticked, f"{ticks} ticks", loop_factory=loop_factory)
+    assert set(wakes().values()) == {0}
+
+
+def test_add_callback_uninstalled_while_it_sleeps_wakes_it_for_good(quick_to_sleep):
+    fastloop.install()
+    ticks = 4 * _switch_policy.DORMANT_TICKS
+    with parked():
+        uninstalled_at: list[int] = []
+
+        def asleep_then_uninstalled_then_ticks() -> bool:
+            now = fastloop.stats().switchinterval.wait_samples
+            if not uninstalled_at:
+                if asleep():
+                    fastloop.uninstall(["add_callback"])
+                    uninstalled_at.append(now)
+                return False
+            return now >= uninstalled_at[0] + ticks
+
+        run_loop_until(
+            asleep_then_uninstalled_then_ticks, f"asleep, then {ticks} ticks"
+        )
+        assert not asleep()
+    assert wakes() == {"compute": 0, "thread": 0, "ioloop": 0, "alone": 0,
+                       "uninstall": 1}  # fmt: skip

@@ -4,6 +4,12 @@ Both observe loop threads from outside, so both are a thread that wakes
 every period, does a little work under the GIL, and must never take the
 host process down: an exception is logged and the next tick comes.  A
 failure that repeats every tick is logged once a minute, not every tick.
+
+Unlike auto mode's controller (``fastloop.runtime.dormancy``), a ticker
+does not sleep while the loops are idle: both observers are opt-in, with
+the period the user chose, and an idle loop is what they look at (the
+watchdog must see a loop stuck in a callback, which can wake nobody; the
+profiler counts the loop's idle samples).
 """
 
 from __future__ import annotations

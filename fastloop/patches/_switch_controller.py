@@ -1,13 +1,42 @@
 """Auto mode's thread: it samples each tick, asks the policy, and sets the interval.
 
-One tick: sleep ``Policy.tick_ns()`` on a lock, note how late the wake-up
+One tick: sleep ``Policy.tick_ns()`` on an event, note how late the wake-up
 came (the GIL wait any waking thread pays, a loop woken by I/O too), read
 each thread's CPU clock, smooth each one's share of the time over ticks,
 and count the threads beside the event loops that compete for the GIL
 (``_switch_policy.competing``); then set the interval the policy
 answers.  A tick costs ~10-30 us of one thread's time plus, under
 contention, one wait for the GIL: 50 ticks a second while watching or
-while the interval moves, 10 while calm and once it has settled.
+while the interval moves, 10 while calm and once it has settled, none
+while it sleeps.
+
+It sleeps, with no timeout, once ``DORMANT_TICKS`` ticks in a row had
+nothing to decide (not engaged; calm, or no loop running) and something
+would wake it: every open Tornado loop reports its iterations (the
+``add_callback`` patch's wrapper; not a loop of uvloop's, nor any loop
+with that patch off or declined: then it never sleeps), and the process
+has another thread.  What wakes it (``fastloop.runtime.dormancy``; the
+``wakes_*`` counts of ``stats().switchinterval``):
+
+* a loop iteration, of any loop, that finds the other threads used
+  ``COMPUTE_SHARE`` of the time since that loop last looked (it looks at
+  most once a fast tick).  So a task thread that starts computing wakes it
+  at the loop's first or second look after, and its first tick, a fast
+  one, sees it wait: beside a loop that iterates at least every fast tick,
+  as dask's do (their admin tick), within about three fast ticks, where
+  the calm controller's next slow tick came up to a slow tick later.  A
+  thread that computes while every loop waits in its selector is seen
+  when a loop next iterates: until then no loop waits for the GIL.
+* a Python thread that starts (the ``Thread.start`` hook), and an IOLoop
+  that is made (the ``IOLoop.initialize`` hook), which may be a loop that
+  does not report;
+* a loop iteration that finds the process back to one thread (the thread
+  then ends, as below), and the ``add_callback`` patch's uninstall;
+* ``stop()``: uninstall, ``configure()`` to a fixed interval, a fork.
+
+Its first tick after a wake is a fast one.  Beside a thread busy in C code
+that releases the GIL (CPU used, nobody waiting) it sleeps and is woken
+again about every ``DORMANT_TICKS`` ticks, as often as it ticked awake.
 
 A low-level thread (``_thread``), not a ``threading.Thread``: it must not
 show in ``threading.enumerate()``, where applications' leak checks (dask's
@@ -20,10 +49,14 @@ wait for the GIL, and on Linux the first extra thread of any kind makes
 every fd syscall slower (``fdget`` skips the file table's reference count
 only while it is unshared: +2.3% on ``onloop-chain``, bench/observe_overhead.py).
 It ends once the process is back to one thread and the switchinterval
-patch's ``threading.Thread.start`` hook starts it again with the next one.
+patch's ``threading.Thread.start`` hook starts it again with the next one
+(asleep when the last other thread ends, it ends too if a loop iterates;
+with no loop iterating it stays, asleep).  On Linux its OS thread is named
+``THREAD_NAME``, for ``top -H`` and bench/dask_idle.py.
 
 It sets the interval only while it is still the one it set: an
-application that sets its own is never fought (``SwitchInterval.held_s``).
+application that sets its own is never fought (``SwitchInterval.held_s``;
+asleep, it holds the interval found and sees theirs at its next tick).
 """
 
 from __future__ import annotations
@@ -38,11 +71,14 @@ from collections.abc import Callable
 from fastloop.config import settings
 from fastloop.observers import ioloops
 from fastloop.patches import _switch_policy
-from fastloop.runtime import fork
+from fastloop.runtime import dormancy, fork
+from fastloop.runtime.dormancy import IDLE
 from fastloop.telemetry import live
 
 #: A thread that ran this share of the time counts as a compute thread.
 COMPUTE_SHARE = 0.1
+#: The controller's thread as the OS names it (at most 15 characters).
+THREAD_NAME = "fastloop-auto"
 #: The weight of the newest 20 ms tick in each thread's smoothed share (a
 #: longer tick weighs as the 20 ms ticks it spans, so shares decay at one
 #: rate in time whatever the tick length: ``compute_shares``); one tick's
@@ -258,6 +294,42 @@ class ThreadShares:
         return busy if known else None
 
 
+def loops_report() -> bool:
+    """Whether every open Tornado loop reports its iterations: only then can
+    a loop wake the controller when a thread beside it starts to compute."""
+    return all(
+        dormancy.reports(loop) or loop.is_closed() for loop in ioloops.tornado_loops()
+    )
+
+
+def name_thread() -> None:
+    """Give the calling thread the OS name ``THREAD_NAME`` (Linux only)."""
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/comm", "w") as comm:
+            comm.write(THREAD_NAME)
+    except OSError:
+        pass
+
+
+class _Run:
+    """One run of the controller's thread: the event that wakes it, whether
+    it must end, and the lock held until it has."""
+
+    __slots__ = ("bell", "done", "ending")
+
+    def __init__(self) -> None:
+        self.bell = threading.Event()
+        self.done = _thread.allocate_lock()
+        self.done.acquire()
+        self.ending = False
+
+    def wait(self, timeout_s: float | None) -> bool:
+        """Until rung or ``timeout_s`` passed (None: until rung); True: end."""
+        if self.bell.wait(timeout_s):
+            self.bell.clear()  # stop() sets ending before it rings
+        return self.ending
+
+
 def running_loops() -> tuple[int, set[int]]:
     """How many of the process's Tornado loops run now, and the threads of
     those that say (uvloop keeps its thread private: such a loop counts, and
@@ -284,8 +356,7 @@ class Controller:
         #: can run a finalizer that starts a thread on the same thread, whose
         #: ``Thread.start`` hook calls ``start``: a plain Lock would deadlock.
         self._lock = threading.RLock()
-        self._stop: _thread.LockType | None = None
-        self._done: _thread.LockType | None = None
+        self._run: _Run | None = None
         self._ident: int | None = None
         self._native_id: int | None = None
         self.policy = _switch_policy.Policy(application_us, settings.switch_budget)
@@ -293,31 +364,30 @@ class Controller:
 
     @property
     def running(self) -> bool:
-        done = self._done
-        return done is not None and done.locked()
+        run = self._run
+        return run is not None and run.done.locked()
 
     def start(self) -> None:
         """Start the thread unless it runs (idempotent; from any thread)."""
         with self._lock:
             if self.running:
                 return
-            stop, done = _thread.allocate_lock(), _thread.allocate_lock()
-            stop.acquire()
-            done.acquire()
+            run = _Run()
             if self.running:  # a nested start (a finalizer) started one: only
                 return  # one thread, the one stop() ends
-            self._stop, self._done = stop, done
-            _thread.start_new_thread(self._run, (stop, done))
+            self._run = run
+            _thread.start_new_thread(self._main, (run,))
 
     def stop(self) -> None:
         """Ask the thread to end, and wait for it (at most a second)."""
         with self._lock:
-            stop, done = self._stop, self._done
-            if stop is None or done is None or not done.locked():
+            run = self._run
+            if run is None or not run.done.locked():
                 return
-            stop.release()
-        if done.acquire(timeout=1.0):
-            done.release()
+            run.ending = True
+            run.bell.set()
+        if run.done.acquire(timeout=1.0):
+            run.done.release()
 
     def pause_for_fork(self) -> bool:
         if not self.running or threading.get_ident() == self._ident:
@@ -332,17 +402,32 @@ class Controller:
     def forget_thread(self) -> None:
         """In a forked child: no thread runs there, whatever the locks say."""
         self._lock = threading.RLock()
-        self._stop = self._done = None
+        self._run = None
         self.policy = _switch_policy.Policy(self.application_us, settings.switch_budget)
 
-    def _run(self, stop: _thread.LockType, done: _thread.LockType) -> None:
+    def _main(self, run: _Run) -> None:
         self._ident, self._native_id = threading.get_ident(), threading.get_native_id()
         try:
-            self._ticks(stop)
+            name_thread()
+            self._ticks(run)
         finally:
-            done.release()
+            run.done.release()
 
-    def _ticks(self, stop: _thread.LockType) -> None:
+    def _sleep(self, run: _Run) -> bool:
+        """Sleep until something wakes the controller; False: end the thread."""
+        if not IDLE.sleep(run.bell.set, _switch_policy.FAST_TICK_NS, COMPUTE_SHARE):
+            self.policy.woke()  # woken since the tick: look again
+            return True
+        live.SWITCHINTERVAL.set(dormant=1)
+        ending = run.wait(None)
+        source = IDLE.awake()
+        live.SWITCHINTERVAL.set(dormant=0)
+        if source is not None:
+            live.SWITCHINTERVAL.add(**{f"wakes_{source}": 1})
+        self.policy.woke()
+        return not ending
+
+    def _ticks(self, run: _Run) -> None:
         policy = self.policy
         shares = ThreadShares()
         others = OthersUse()
@@ -352,8 +437,12 @@ class Controller:
         alone = 0
         while True:
             tick = policy.tick_ns()
+            if tick is None:
+                if not self._sleep(run):
+                    return
+                continue
             began = clock()
-            if stop.acquire(timeout=tick / 1e9):
+            if run.wait(tick / 1e9):
                 return
             now = clock()
             loops, loop_threads = running_loops()
@@ -368,8 +457,12 @@ class Controller:
                 shares.forget()
             policy.budget = settings.switch_budget
             held, engagements = policy.interval_us, policy.engagements
+            alone = alone + 1 if threading.active_count() <= 1 else 0
+            wakeable = not alone and not IDLE.poked() and loops_report()
             wanted = policy.step(
-                _switch_policy.Sample(now, now - began - tick, competitors, loops, free)
+                _switch_policy.Sample(
+                    now, now - began - tick, competitors, loops, free, wakeable
+                )
             )
             self._record(held, now - last, now - began - tick)
             if policy.engagements > engagements:
@@ -380,7 +473,6 @@ class Controller:
             if not self._apply(wanted):
                 live.SWITCHINTERVAL.set(overridden=1, engaged=0)
                 return
-            alone = alone + 1 if threading.active_count() <= 1 else 0
             if alone >= ALONE_TICKS and not policy.engaged:
                 return
 

@@ -67,6 +67,13 @@ costs against the same interval held fixed.  A settled controller counts
 a thread that starts computing a slow tick or two later (a new thread's
 share needs two readings; a long tick's shares weigh as the fast ticks it
 spans), and any tick that is not steady brings the fast ticks back.
+
+When not to look.  After ``DORMANT_TICKS`` ticks in a row with nothing to
+decide (not engaged, and calm or no loop running), each where something
+would wake the controller (``Sample.wakeable``), ``tick_ns()`` answers
+None: the controller sleeps until woken (``fastloop.runtime.dormancy``
+says by what), and its first tick after (``woke()``) is a fast one, from
+calm.
 """
 
 from __future__ import annotations
@@ -109,6 +116,10 @@ VALIDATE_TICKS = 3
 FAST_TICK_NS = 20_000_000
 SLOW_TICK_NS = 100_000_000
 SETTLE_TICKS = 10
+#: Ticks in a row with nothing to decide, each where something would wake
+#: the controller, before it sleeps until woken: an idle process's wake-ups
+#: buy nothing, and a wake costs this many ticks before the next sleep.
+DORMANT_TICKS = 10
 
 
 class Sample(NamedTuple):
@@ -125,6 +136,10 @@ class Sample(NamedTuple):
     cpus: int
     """The CPUs the process's threads can use at once: affinity, quota, and
     what other processes leave of them."""
+    wakeable: bool = False
+    """Whether something would wake the controller were it to sleep: every
+    open loop reports its iterations (``fastloop.runtime.dormancy``), the
+    process has another thread, and nothing woke it during the tick."""
 
 
 def competing(shares: Sequence[float]) -> int:
@@ -190,6 +205,10 @@ class Policy:
         self._idle_ticks = 0
         self._shorter_ticks = 0
         self._unchanged_ticks = 0
+        #: Ticks in a row with nothing to decide, each wakeable; and whether
+        #: the controller was just woken (its next tick is a fast one).
+        self._quiet_ticks = 0
+        self._woken = False
         self._validate_at = 0
         self._checks: list[int] = []
 
@@ -203,9 +222,20 @@ class Policy:
             return 0.0
         return cost(self.interval_us, self.competitors, self.cpus)
 
-    def tick_ns(self) -> int:
+    def tick_ns(self) -> int | None:
+        """How long the next tick sleeps; None: until something wakes the
+        controller."""
+        if self._quiet_ticks >= DORMANT_TICKS:
+            return None
         settled = self.state == ENGAGED and self._unchanged_ticks >= SETTLE_TICKS
-        return SLOW_TICK_NS if settled or self.state == CALM else FAST_TICK_NS
+        slow = (settled or self.state == CALM) and not self._woken
+        return SLOW_TICK_NS if slow else FAST_TICK_NS
+
+    def woke(self) -> None:
+        """The controller was woken from its sleep: look again soon, from calm
+        (the ticks in a row it counted span the sleep)."""
+        self.state, self._late_ticks, self._quiet_ticks = CALM, 0, 0
+        self._woken = True
 
     def wants_competitors(self) -> bool:
         """Whether the next sample needs the threads' CPU shares (not when calm)."""
@@ -222,6 +252,9 @@ class Policy:
             self._validate(sample)
         else:
             self._follow(sample)
+        quiet = not self.engaged and (self.state == CALM or not sample.loops)
+        self._woken = False
+        self._quiet_ticks = self._quiet_ticks + 1 if quiet and sample.wakeable else 0
         return self.interval_us
 
     def _watch(self, sample: Sample) -> None:

@@ -23,7 +23,10 @@ the *next* loop iteration (after I/O polling, and not at all after
 N+1 has begun, the handles ahead of the batch run first, and what they add
 must go to N+2.  So an on-loop batch only accepts callbacks during the
 iteration that opened it: a counter, bumped by a wrapper around the loop's
-``_process_events`` (called once per iteration), stamps each batch.
+``_process_events`` (called once per iteration), stamps each batch.  The
+same wrapper reports the iteration to auto mode's controller while it
+sleeps (``fastloop.runtime.dormancy``): one attribute read while it is
+awake.
 
 From other threads, and on the loop's thread before it runs, the batch
 class is ``RemoteBatch``: producers append under a per-IOLoop lock while
@@ -36,7 +39,9 @@ Undo argument.  The patch hangs two attributes on objects, both through
 the registry (``PerObject``): ``_fastloop_state`` on each IOLoop and the
 iteration counter ``_process_events`` on its asyncio loop.  Uninstall puts
 the class's ``add_callback`` back first, so no new call starts patched;
-then it takes both attributes off every object.  A call already running
+then it takes both attributes off every object, and wakes auto mode's
+controller if it sleeps, since those loops no longer report their
+iterations (``ReportedIterations``).  A call already running
 keeps the state it read for the rest of that one call, which is safe: on
 the loop thread no iteration passes inside one call, so the iteration it
 compares is still current; from another thread it appends only to a
@@ -91,6 +96,8 @@ from fastloop.patches._callback_batches import (
     run_lone,
 )
 from fastloop.patches.changes import Change, PerObject, Swap
+from fastloop.runtime import dormancy
+from fastloop.runtime.dormancy import IDLE
 from fastloop.telemetry.live import counters
 
 ADD_CALLBACK = counters("AddCallbackStats")
@@ -147,18 +154,35 @@ def check(module: ModuleType) -> str | None:
 
 
 def count_iterations(loop: Any, state: LoopState, iterations: PerObject) -> bool:
-    """Count ``loop``'s iterations in ``state``; False once uninstalled."""
+    """Count ``loop``'s iterations in ``state``, and report them to auto
+    mode's controller while it sleeps (``dormancy``); False once uninstalled."""
     # _run_once calls self._process_events once per iteration, before it
     # runs that iteration's handles.  The weak reference keeps the loop
     # free of a loop -> wrapper -> bound method -> loop cycle.
     process = type(loop)._process_events
     loop_ref = weakref.ref(loop)
+    seen = dormancy.Readings()
 
     def process_events(event_list: Any) -> None:
         state.iteration += 1
+        if IDLE.asleep:
+            IDLE.iterated(seen)
         process(loop_ref(), event_list)
 
+    dormancy.reporter(process_events)
     return iterations.put(loop, _process_events=process_events)
+
+
+class ReportedIterations(PerObject):
+    """The loops' ``_process_events`` wrappers: once they are taken off, no
+    loop reports its iterations, and a sleeping controller must look again
+    (nothing else would wake it when a thread starts to compute)."""
+
+    __slots__ = ()
+
+    def undo(self) -> None:
+        super().undo()
+        IDLE.wake("uninstall")
 
 
 def new_state(
@@ -200,7 +224,7 @@ def apply(module: ModuleType) -> list[Change]:
     base = module.BaseAsyncIOLoop
     stock_add_callback: Callable[..., None] = base.__dict__["add_callback"]
     states = PerObject("_fastloop_state")
-    iterations = PerObject("_process_events")
+    iterations = ReportedIterations("_process_events")
     stock_run = IOLoop._run_callback
     make_state = functools.partial(new_state, stock_run, iterations=iterations)
 
@@ -290,7 +314,8 @@ PATCH = Patch(
     summary="IOLoop.add_callback: callbacks batched into one ready-queue entry",
     replaces=(
         "`tornado.platform.asyncio.BaseAsyncIOLoop.add_callback`; wraps each "
-        "loop's `_process_events` (an instance attribute) to count iterations"
+        "loop's `_process_events` (an instance attribute) to count iterations "
+        "and report them to auto mode's controller while it sleeps"
     ),
     relies_on=(
         "`IOLoop._run_callback`, `IOLoop._discard_future_result`; asyncio's "

@@ -23,7 +23,9 @@ no interval to manage: the patch declines there.
 Auto mode's thread starts with the process's second Python thread (the
 ``threading.Thread.start`` hook below), since a process of one thread has
 nobody to wait for the GIL; the controller's modules load then too, not
-with Tornado.  A forked child starts with no controller and with the
+with Tornado.  It sleeps while there is nothing to decide, and that hook
+and one on ``IOLoop.initialize`` wake it (``_switch_controller`` says
+what else does).  A forked child starts with no controller and with the
 interval found, and gets a controller with its next thread.
 """
 
@@ -41,6 +43,7 @@ from fastloop.config import AUTO, settings
 from fastloop.patches import Patch, needs_gil, registry
 from fastloop.patches.changes import Change, Swap
 from fastloop.runtime import fork
+from fastloop.runtime.dormancy import IDLE
 from fastloop.telemetry import live
 
 if TYPE_CHECKING:
@@ -72,6 +75,8 @@ def check(module: ModuleType) -> str | None:
             "auto mode reads other threads' CPU clocks "
             "(time.pthread_getcpuclockid), which this platform lacks"
         )
+    if not callable(vars(module.IOLoop).get("initialize")):
+        return "tornado.ioloop.IOLoop.initialize is missing"
     return None
 
 
@@ -109,7 +114,9 @@ class SwitchInterval(Change):
     def do(self) -> None:
         self.application_s = self.held_s = sys.getswitchinterval()
         fork.in_child(self.after_fork)
-        live.SWITCHINTERVAL.set(overridden=0, engaged=0, competitors=0, cost=0)
+        live.SWITCHINTERVAL.set(
+            overridden=0, engaged=0, competitors=0, cost=0, dormant=0
+        )
         self.follow(settings.switch_interval_us)
 
     def hold(self, interval_us: float) -> bool:
@@ -145,6 +152,7 @@ class SwitchInterval(Change):
         """A Python thread started: auto mode's controller now has work."""
         if self.auto and not self.overridden:
             self._start_controller()
+            IDLE.wake("thread")
 
     def _start_controller(self) -> None:
         with self.made:
@@ -180,7 +188,7 @@ class SwitchInterval(Change):
         self.made = threading.Lock()  # a parent's thread may have held it
         if self.controller is not None:
             self.controller.forget_thread()
-        live.SWITCHINTERVAL.set(engaged=0)
+        live.SWITCHINTERVAL.set(engaged=0, dormant=0)
         auto = settings.switch_interval_us == AUTO
         if auto and not self.overridden and sys.getswitchinterval() == self.held_s:
             sys.setswitchinterval(self.application_s)
@@ -203,9 +211,22 @@ def thread_start_hook(change: SwitchInterval) -> Swap:
     return Swap(threading.Thread, "start", start)
 
 
+def ioloop_made_hook(module: ModuleType) -> Swap:
+    """``IOLoop.initialize``, then a word to auto mode's controller if it
+    sleeps: the new loop may be one that cannot wake it (uvloop's)."""
+    stock_initialize = vars(module.IOLoop)["initialize"]
+
+    def initialize(self: Any, *args: Any, **kwargs: Any) -> None:
+        stock_initialize(self, *args, **kwargs)
+        IDLE.wake("ioloop")
+
+    functools.update_wrapper(initialize, stock_initialize)
+    return Swap(module.IOLoop, "initialize", initialize)
+
+
 def apply(module: ModuleType) -> list[Change]:
     change = SwitchInterval()
-    return [change, thread_start_hook(change)]
+    return [change, thread_start_hook(change), ioloop_made_hook(module)]
 
 
 def follow_setting(value: Any) -> None:
@@ -222,15 +243,16 @@ PATCH = Patch(
     "then shorter within a compute budget (or a fixed value)",
     replaces=(
         "`threading.Thread.start` (wrapped: it starts auto mode's controller "
-        "with the process's second thread); `sys.setswitchinterval` while "
-        "installed"
+        "with the process's second thread, and wakes it if it sleeps); "
+        "`tornado.ioloop.IOLoop.initialize` (wrapped: a new loop wakes it); "
+        "`sys.setswitchinterval` while installed"
     ),
     relies_on=(
         "that the interval found is CPython's default (else the application "
         "chose it), a GIL (not a free-threaded build), and for auto mode "
         "`time.pthread_getcpuclockid` to read other threads' CPU clocks"
     ),
-    verifies=("threading:Thread.start",),
+    verifies=("threading:Thread.start", "tornado.ioloop:IOLoop.initialize"),
     check=check,
     apply=apply,
 )

@@ -162,6 +162,11 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
             "Tornado 6.6.1",
         ),
     },
+    "tornado.ioloop:IOLoop.initialize": {
+        "492cb66c": (
+            "Tornado 6.6.1",
+        ),
+    },
     "tornado.iostream:BaseIOStream._handle_write": {
         "9f25fe60": (
             "Tornado 6.6.1",

@@ -146,6 +146,35 @@ def _interval_line(s: SwitchIntervalStats) -> str:
     return f"auto, {now}; engaged {times}" + (f"; {held}" if held else "")
 
 
+#: What wakes auto mode's sleeping controller (``fastloop.runtime.dormancy``),
+#: each with its count below.
+WAKE_SOURCES = {
+    "compute": "a loop iteration found the other threads computing",
+    "thread": "a Python thread started",
+    "ioloop": "an IOLoop was made",
+    "alone": "a loop iteration found the process back to one thread",
+    "uninstall": "the add_callback patch, whose loops report their iterations, "
+    "was uninstalled",
+}
+
+
+def _woken_by(source: str) -> Count:
+    return Count(
+        f"Times auto mode's sleeping controller woke because {WAKE_SOURCES[source]}",
+        label=None,
+        metric="fastloop_switch_interval_wakes",
+        labels={"source": source},
+    )
+
+
+def _sleep_line(s: SwitchIntervalStats) -> str:
+    """Whether the controller sleeps now, and what woke it so far."""
+    woken = [(getattr(s, f"wakes_{source}"), source) for source in WAKE_SOURCES]
+    counts = ", ".join(f"{source} {n:,}" for n, source in woken if n)
+    now = "asleep now: nothing to decide" if s.dormant else "not asleep"
+    return f"{now}; woken by {counts}" if counts else now
+
+
 class SwitchIntervalStats(Section):
     """The ``switchinterval`` patch: the interval it holds, and why."""
 
@@ -188,6 +217,18 @@ class SwitchIntervalStats(Section):
         metric="fastloop_switch_interval_overridden",
     )
     interval = Line("interval", _interval_line)
+    dormant = Flag(
+        "1 while auto mode's controller sleeps with nothing to decide, until a "
+        "thread computes beside a loop, a thread starts or an IOLoop is made",
+        label=None,
+        metric="fastloop_switch_interval_dormant",
+    )
+    wakes_compute = _woken_by("compute")
+    wakes_thread = _woken_by("thread")
+    wakes_ioloop = _woken_by("ioloop")
+    wakes_alone = _woken_by("alone")
+    wakes_uninstall = _woken_by("uninstall")
+    controller = Line("controller", _sleep_line, when="auto")
     at_50us_ns = _time_at(50)
     at_100us_ns = _time_at(100)
     at_200us_ns = _time_at(200)
