@@ -244,14 +244,20 @@ def support_range() -> list[str]:
     """The support table in one sentence (README, docs/support.md)."""
     from fastloop.patches.verified import SUPPORTED
 
-    pythons = list(SUPPORTED)
-    tornados = sorted({t for ts in SUPPORTED.values() for t in ts}, key=float)
-    narrower = [p for p, ts in SUPPORTED.items() if len(ts) < len(tornados)]
-    line = f"CPython {pythons[0]}-{pythons[-1]}, Tornado {tornados[0]}-{tornados[-1]}"
-    if narrower:
-        only = sorted({t for p in narrower for t in SUPPORTED[p]}, key=float)
-        line += f" (on {' and '.join(narrower)}: Tornado {', '.join(only)})"
-    return [line + ", asyncio's default loop and uvloop."]
+    def span(versions: list[str]) -> str:
+        return versions[0] if len(versions) == 1 else f"{versions[0]}-{versions[-1]}"
+
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for python, tornados in SUPPORTED.items():
+        groups.setdefault(tornados, []).append(python)
+    parts = [
+        f"Tornado {span(list(tornados))} on {span(pythons)}"
+        for tornados, pythons in groups.items()
+    ]
+    return [
+        f"CPython {span(list(SUPPORTED))}: {'; '.join(parts)}; asyncio's default "
+        "loop and uvloop."
+    ]
 
 
 def policy_constants() -> list[str]:
