@@ -113,14 +113,23 @@ def _key(what: str, against: str) -> str:
 
 
 #: bench/dask_idle.py's files: each CPython it ran on.
-IDLE = ("dask_idle.json",)
+def idle_files(results: Path) -> list[str]:
+    """Every idle-cluster result (``dask_idle.json``, and one per newer CPython
+    as ``dask_idle_py3.N.json``), oldest CPython first."""
+
+    def python(name: str) -> tuple[int, ...]:
+        version = load(results, name)["python"]
+        return tuple(int(part) for part in version.split(".")[:3])
+
+    names = ["dask_idle.json", *(p.name for p in results.glob("dask_idle_py*.json"))]
+    return sorted(names, key=python)
 
 
 def idle(results: Path = RESULTS) -> list[str]:
     """An idle scheduler, nanny and worker: CPU and wake-ups, per arm; and
     fastloop's own threads' wake-ups where the file counted them."""
     lines = []
-    for name in IDLE:
+    for name in idle_files(results):
         data = load(results, name)
         processes = ("scheduler", "nanny", "worker")
         ours = any(

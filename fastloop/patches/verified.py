@@ -27,81 +27,127 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "asyncio.base_events:BaseEventLoop._call_soon": {
         "ed463969": (
             "CPython 3.11.7",
+            "CPython 3.14.10",
+            "CPython 3.15.2",
         ),
     },
     "asyncio.base_events:BaseEventLoop._run_once": {
         "3432dc11": (
             "CPython 3.11.7",
         ),
+        "a983cc98": (
+            "CPython 3.14.10",
+        ),
+        "d1f6c748": (
+            "CPython 3.15.2",
+        ),
     },
     "asyncio.base_events:BaseEventLoop.call_soon": {
         "f322d073": (
             "CPython 3.11.7",
+            "CPython 3.14.10",
+            "CPython 3.15.2",
         ),
     },
     "asyncio.base_events:BaseEventLoop.call_soon_threadsafe": {
         "ae7a3d08": (
             "CPython 3.11.7",
         ),
+        "8c78632b": (
+            "CPython 3.14.10",
+            "CPython 3.15.2",
+        ),
     },
     "asyncio.events:Handle.__init__": {
         "32a2cc5b": (
             "CPython 3.11.7",
+            "CPython 3.14.10",
+            "CPython 3.15.2",
         ),
     },
     "asyncio.events:Handle._run": {
         "70ee8655": (
             "CPython 3.11.7",
         ),
+        "498f92fa": (
+            "CPython 3.14.10",
+            "CPython 3.15.2",
+        ),
     },
     "asyncio.selector_events:BaseSelectorEventLoop.__init__": {
         "db1bacf4": (
             "CPython 3.11.7",
+            "CPython 3.14.10",
+            "CPython 3.15.2",
         ),
     },
     "asyncio.selector_events:BaseSelectorEventLoop._add_reader": {
         "878dabcf": (
             "CPython 3.11.7",
         ),
+        "20516006": (
+            "CPython 3.14.10",
+        ),
+        "3f881bb8": (
+            "CPython 3.15.2",
+        ),
     },
     "asyncio.selector_events:BaseSelectorEventLoop._make_self_pipe": {
         "b627f970": (
             "CPython 3.11.7",
+            "CPython 3.14.10",
+            "CPython 3.15.2",
         ),
     },
     "asyncio.selector_events:BaseSelectorEventLoop._process_events": {
         "718a287a": (
             "CPython 3.11.7",
+            "CPython 3.14.10",
+            "CPython 3.15.2",
         ),
     },
     "asyncio.selector_events:BaseSelectorEventLoop._process_self_data": {
         "1cf7eae3": (
             "CPython 3.11.7",
+            "CPython 3.14.10",
+            "CPython 3.15.2",
         ),
     },
     "asyncio.selector_events:BaseSelectorEventLoop._read_from_self": {
         "0acf02d4": (
             "CPython 3.11.7",
+            "CPython 3.14.10",
+            "CPython 3.15.2",
         ),
     },
     "asyncio.selector_events:BaseSelectorEventLoop._remove_reader": {
         "6a471362": (
             "CPython 3.11.7",
         ),
+        "67e36e5b": (
+            "CPython 3.14.10",
+            "CPython 3.15.2",
+        ),
     },
     "asyncio.selector_events:BaseSelectorEventLoop._write_to_self": {
         "b128212d": (
             "CPython 3.11.7",
+            "CPython 3.14.10",
+            "CPython 3.15.2",
         ),
     },
     "asyncio.selector_events:BaseSelectorEventLoop.add_reader": {
         "d0a82df0": (
             "CPython 3.11.7",
+            "CPython 3.14.10",
+            "CPython 3.15.2",
         ),
     },
     "asyncio.selector_events:BaseSelectorEventLoop.remove_reader": {
         "f510e934": (
             "CPython 3.11.7",
+            "CPython 3.14.10",
+            "CPython 3.15.2",
         ),
     },
     "distributed.profile:_watch": {
@@ -142,16 +188,26 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "selectors:EpollSelector.close": {
         "183ab8fb": (
             "CPython 3.11.7",
+            "CPython 3.14.10",
+            "CPython 3.15.2",
         ),
     },
     "selectors:EpollSelector.select": {
         "6a2c9dc9": (
             "CPython 3.11.7",
         ),
+        "7509239e": (
+            "CPython 3.14.10",
+            "CPython 3.15.2",
+        ),
     },
     "threading:Thread.start": {
         "e133f516": (
             "CPython 3.11.7",
+        ),
+        "c0656f79": (
+            "CPython 3.14.10",
+            "CPython 3.15.2",
         ),
     },
     "tornado.ioloop:IOLoop._discard_future_result": {
