@@ -87,10 +87,10 @@ def test_slices_reject_what_cannot_end():
 
 def test_the_plan_counts_every_arm_of_every_workload():
     plan = bench.make_plan(list(WORKLOADS), loop="asyncio", rounds=21)
-    runner, uv = bench._runners("asyncio")
+    runner, others = bench._runners("asyncio")
     for name, arms in plan.arms:
         workload = WORKLOADS[name]
-        assert arms == len(bench._arms(workload, runner, uv, workload.slice(0.1)))
+        assert arms == len(bench._arms(workload, runner, others, workload.slice(0.1)))
     per_round = bench.SLICE_S + bench.SETUP_S
     assert plan.arm_rounds() == sum(arms for _, arms in plan.arms) * 22
     assert plan.seconds() == pytest.approx(plan.arm_rounds() * per_round)

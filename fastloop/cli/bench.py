@@ -1,14 +1,14 @@
 """``fastloop bench``: the built-in workloads, A/B against stock, as a table.
 
 Every workload runs its arms interleaved in each round: stock and patched
-always; the bare-asyncio limit where one exists; and, when uvloop is
-installed and the loop is asyncio's, stock uvloop and uvloop + fastloop
-(the alternative a user would pick).  Each arm's round is a time slice
-(``_workloads.Slice``): it runs its workload in batches until the slice has
-passed and a floor of operations is done, and what it yields is the time
-per operation.  Ratios are medians of per-round ratios of those times with
-distribution-free 95% intervals (``fastloop.ab``); the run's length is
-the plan's (``_plan.Plan``), whatever an arm's speed.
+always; the bare-asyncio limit where one exists; and, when the loop is
+asyncio's, each other event loop installed (``OTHER_LOOPS``: the
+alternatives a user would pick) alone and with fastloop.  Each arm's round
+is a time slice (``_workloads.Slice``): it runs its workload in batches
+until the slice has passed and a floor of operations is done, and what it
+yields is the time per operation.  Ratios are medians of per-round ratios
+of those times with distribution-free 95% intervals (``fastloop.ab``); the
+run's length is the plan's (``_plan.Plan``), whatever an arm's speed.
 """
 
 from __future__ import annotations
@@ -83,7 +83,13 @@ def add_parser(commands: Commands) -> None:
         "(with a floor on operations), so a slow arm does fewer operations, not "
         "longer rounds; the run prints its planned duration before it starts.",
     )
-    bench.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
+    bench.add_argument(
+        "--loop",
+        choices=("asyncio", *OTHER_LOOPS),
+        default="asyncio",
+        help="the loop the stock and fastloop arms run on; with asyncio's, "
+        "each other loop installed gets arms of its own",
+    )
     bench.add_argument(
         "--only",
         type=names("workload", _workload_names),
@@ -112,49 +118,68 @@ def add_parser(commands: Commands) -> None:
     )
 
 
-def _uvloop_runner() -> Runner | None:
-    if importlib.util.find_spec("uvloop") is None:
-        return None
-    import uvloop
+#: The event loops besides asyncio's that get arms where they are installed;
+#: each module has ``new_event_loop``.
+OTHER_LOOPS = ("uvloop", "zuvloop", "rloop")
 
-    run: Runner = uvloop.run
+
+def installed_loops() -> list[str]:
+    return [name for name in OTHER_LOOPS if importlib.util.find_spec(name)]
+
+
+def runner_of(loop: str) -> Runner:
+    """Run a coroutine on a new loop of this kind, as ``asyncio.run`` does."""
+    import asyncio
+
+    if loop == "asyncio":
+        return asyncio.run
+    factory = importlib.import_module(loop).new_event_loop
+
+    def run(coroutine: Any) -> Any:
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(coroutine)
+
     return run
 
 
-def _runners(loop: str) -> tuple[Runner, Runner | None]:
-    """The runner of the loop asked for, and stock uvloop's to compare against."""
-    import asyncio
-
-    if loop == "uvloop":
-        uv = _uvloop_runner()
-        if uv is None:
-            raise RuntimeError(
-                "--loop uvloop needs uvloop: pip install 'tornado-fastloop[bench]'"
-            )
-        return uv, None
-    return asyncio.run, _uvloop_runner()
+def _runners(loop: str) -> tuple[Runner, dict[str, Runner]]:
+    """The runner of the loop asked for, and the other loops' to compare against."""
+    if loop == "asyncio":
+        return runner_of(loop), {name: runner_of(name) for name in installed_loops()}
+    if loop not in installed_loops():
+        raise RuntimeError(f"--loop {loop} needs {loop}: pip install {loop}")
+    return runner_of(loop), {}
 
 
 def _arms(
-    workload: Workload, runner: Runner, uvloop: Runner | None, s: Slice
+    workload: Workload, runner: Runner, others: dict[str, Runner], s: Slice
 ) -> dict[str, Callable[[], Round]]:
     """Each arm runs one round of ``workload`` sized by ``s``: stock, patched,
-    the bare-asyncio limit where there is one, and stock uvloop and uvloop +
-    fastloop when uvloop is there to compare against."""
+    the bare-asyncio limit where there is one, and each other loop alone and
+    with fastloop."""
     from fastloop import ab
     from fastloop.patches import registry
 
     chosen = measured_set()
 
-    def stock() -> Round:
-        with ab.stock():
-            return workload.run(runner, s)
+    def stock_on(run: Runner) -> Callable[[], Round]:
+        def arm() -> Round:
+            with ab.stock():
+                return workload.run(run, s)
 
-    def patched() -> Round:
-        with registry.patched(chosen):
-            return workload.run(runner, s)
+        return arm
 
-    arms: dict[str, Callable[[], Round]] = {"stock": stock, "patched": patched}
+    def patched_on(run: Runner) -> Callable[[], Round]:
+        def arm() -> Round:
+            with registry.patched(chosen):
+                return workload.run(run, s)
+
+        return arm
+
+    arms: dict[str, Callable[[], Round]] = {
+        "stock": stock_on(runner),
+        "patched": patched_on(runner),
+    }
     if workload.limit is not None:
         floor = workload.limit
 
@@ -163,19 +188,9 @@ def _arms(
                 return floor(runner, s)
 
         arms["limit"] = limit
-    if uvloop is not None:
-        uv = uvloop
-
-        def stock_uvloop() -> Round:
-            with ab.stock():
-                return workload.run(uv, s)
-
-        def patched_uvloop() -> Round:
-            with registry.patched(chosen):
-                return workload.run(uv, s)
-
-        arms["uvloop"] = stock_uvloop
-        arms["uvloop+fastloop"] = patched_uvloop
+    for name, run in others.items():
+        arms[name] = stock_on(run)
+        arms[f"{name}+fastloop"] = patched_on(run)
     return arms
 
 
@@ -192,9 +207,9 @@ def measured_set() -> list[str]:
     return [name for name in registry.default_set() if name not in NOT_PER_ROUND]
 
 
-def arm_count(workload: Workload, uvloop: bool) -> int:
-    """How many arms ``_arms`` gives ``workload``."""
-    return 2 + (workload.limit is not None) + (2 if uvloop else 0)
+def arm_count(workload: Workload, others: int) -> int:
+    """How many arms ``_arms`` gives ``workload`` beside ``others`` other loops."""
+    return 2 + (workload.limit is not None) + 2 * others
 
 
 def make_plan(
@@ -209,9 +224,9 @@ def make_plan(
     from fastloop.cli._plan import Plan
     from fastloop.cli._workloads import WORKLOADS
 
-    uv = loop == "asyncio" and importlib.util.find_spec("uvloop") is not None
+    others = len(installed_loops()) if loop == "asyncio" else 0
     return Plan(
-        arms=tuple((name, arm_count(WORKLOADS[name], uv)) for name in names),
+        arms=tuple((name, arm_count(WORKLOADS[name], others)) for name in names),
         rounds=rounds,
         warmup=warmup,
         slice_s=slice_s,
@@ -245,10 +260,18 @@ def _row(workload: Workload, rounds: dict[str, list[Round]]) -> dict[str, Any]:
         row["patched_vs_limit"] = ab.paired(
             per_op["limit"], per_op["patched"], name=name, a_label="limit"
         ).to_dict()
-    if "uvloop" in per_op:
-        row["patched_vs_uvloop"] = ab.paired(
-            per_op["uvloop"], per_op["patched"], name=name, a_label="stock uvloop"
-        ).to_dict()
+    for other in OTHER_LOOPS:
+        if other in per_op:
+            row[f"patched_vs_{other}"] = ab.paired(
+                per_op[other], per_op["patched"], name=name, a_label=f"stock {other}"
+            ).to_dict()
+            # The promise on every loop: fastloop never makes it slower.
+            row[f"{other}_fastloop_vs_{other}"] = ab.paired(
+                per_op[other],
+                per_op[f"{other}+fastloop"],
+                name=name,
+                a_label=f"stock {other}",
+            ).to_dict()
     return row
 
 
@@ -271,11 +294,11 @@ def measure(
     from fastloop import __version__, ab
     from fastloop.cli._workloads import WORKLOADS
 
-    runner, alternative = _runners(loop)
+    runner, others = _runners(loop)
     rows = []
     for name in plan.names:
         workload = WORKLOADS[name]
-        arms = _arms(workload, runner, alternative, workload.slice(plan.slice_s, clock))
+        arms = _arms(workload, runner, others, workload.slice(plan.slice_s, clock))
 
         def tick(done: int, total: int, name: str = name) -> None:
             if progress is not None:
@@ -298,6 +321,7 @@ def measure(
         "tornado": tornado.version,
         "loop": loop,
         "uvloop": _version_of("uvloop"),
+        "loops": {name: _version_of(name) for name in others},
         "rounds": plan.rounds,
         "warmup": plan.warmup,
         "slice_s": plan.slice_s,
@@ -343,9 +367,18 @@ def table(results: dict[str, Any]) -> str:
         "limit: bare asyncio",
         "fastloop/limit",
     ]
-    uv = any("patched_vs_uvloop" in row for row in results["workloads"])
-    if uv:
-        header += ["stock uvloop", "uvloop + fastloop", "fastloop/stock uvloop"]
+    others = [
+        other
+        for other in OTHER_LOOPS
+        if any(f"patched_vs_{other}" in row for row in results["workloads"])
+    ]
+    for other in others:
+        header += [
+            f"stock {other}",
+            f"{other} + fastloop",
+            f"fastloop/stock {other}",
+            f"{other} + fastloop/{other}",
+        ]
     lines = [header]
     for row in results["workloads"]:
         median = row["per_op_s"]
@@ -358,11 +391,14 @@ def table(results: dict[str, Any]) -> str:
             _per_op(median["limit"]) if "limit" in median else "-",
             _ratio(row["patched_vs_limit"]) if "patched_vs_limit" in row else "-",
         ]
-        if uv:
+        for other in others:
             cells += [
-                _per_op(median["uvloop"]),
-                _per_op(median["uvloop+fastloop"]),
-                _ratio(row["patched_vs_uvloop"]),
+                _per_op(median[other]),
+                _per_op(median[f"{other}+fastloop"]),
+                _ratio(row[f"patched_vs_{other}"]),
+                _ratio(row[f"{other}_fastloop_vs_{other}"])
+                if f"{other}_fastloop_vs_{other}" in row
+                else "-",
             ]
         lines.append(cells)
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
