@@ -43,12 +43,17 @@ SID_CELLS = [
 RECORD = ["python", "-m", "fastloop.patches.fingerprints", "--into", VERIFIED]
 
 
+#: The pages that show the table, brought up to date after a cell adds to it.
+RENDER = ["python", "bench/render_docs.py"]
+
+
 @nox.session
 @nox.parametrize(("python", "tornado"), CELLS)
 def tests(session: nox.Session, tornado: str) -> None:
     session.install(f"tornado=={tornado}.*")
     session.run(*RECORD)
     session.install(".[test]")
+    session.run(*RENDER)
     # The pytest script, not `python -m pytest`: that would put the checkout
     # first on sys.path, and the tests must import the installed wheel.
     session.run("pytest", "-q", *session.posargs, env={"CI": "true"})
@@ -65,6 +70,7 @@ def tests_sid(session: nox.Session, minor: str, tornado: str) -> None:
         f"{venv}/bin/pip install -q 'tornado=={tornado}.*' && "
         f"{venv}/bin/{shlex.join(RECORD)} && "
         f"{venv}/bin/pip install -q '.[test]' && "
+        f"{venv}/bin/{shlex.join(RENDER)} && "
         f"CI=true {venv}/bin/pytest -q {shlex.join(session.posargs)}"
     )
     session.run(
