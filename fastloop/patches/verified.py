@@ -27,6 +27,8 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "asyncio.base_events:BaseEventLoop._call_soon": {
         "ed463969": (
             "CPython 3.11.7",
+            "CPython 3.12.1",
+            "CPython 3.13.0",
             "CPython 3.14.10",
             "CPython 3.15.2",
         ),
@@ -34,8 +36,10 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "asyncio.base_events:BaseEventLoop._run_once": {
         "3432dc11": (
             "CPython 3.11.7",
+            "CPython 3.12.1",
         ),
         "a983cc98": (
+            "CPython 3.13.0",
             "CPython 3.14.10",
         ),
         "d1f6c748": (
@@ -45,6 +49,8 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "asyncio.base_events:BaseEventLoop.call_soon": {
         "f322d073": (
             "CPython 3.11.7",
+            "CPython 3.12.1",
+            "CPython 3.13.0",
             "CPython 3.14.10",
             "CPython 3.15.2",
         ),
@@ -52,6 +58,8 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "asyncio.base_events:BaseEventLoop.call_soon_threadsafe": {
         "ae7a3d08": (
             "CPython 3.11.7",
+            "CPython 3.12.1",
+            "CPython 3.13.0",
         ),
         "8c78632b": (
             "CPython 3.14.10",
@@ -61,6 +69,8 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "asyncio.events:Handle.__init__": {
         "32a2cc5b": (
             "CPython 3.11.7",
+            "CPython 3.12.1",
+            "CPython 3.13.0",
             "CPython 3.14.10",
             "CPython 3.15.2",
         ),
@@ -68,8 +78,10 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "asyncio.events:Handle._run": {
         "70ee8655": (
             "CPython 3.11.7",
+            "CPython 3.12.1",
         ),
         "498f92fa": (
+            "CPython 3.13.0",
             "CPython 3.14.10",
             "CPython 3.15.2",
         ),
@@ -77,6 +89,8 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "asyncio.selector_events:BaseSelectorEventLoop.__init__": {
         "db1bacf4": (
             "CPython 3.11.7",
+            "CPython 3.12.1",
+            "CPython 3.13.0",
             "CPython 3.14.10",
             "CPython 3.15.2",
         ),
@@ -84,8 +98,10 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "asyncio.selector_events:BaseSelectorEventLoop._add_reader": {
         "878dabcf": (
             "CPython 3.11.7",
+            "CPython 3.12.1",
         ),
         "20516006": (
+            "CPython 3.13.0",
             "CPython 3.14.10",
         ),
         "3f881bb8": (
@@ -95,6 +111,8 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "asyncio.selector_events:BaseSelectorEventLoop._make_self_pipe": {
         "b627f970": (
             "CPython 3.11.7",
+            "CPython 3.12.1",
+            "CPython 3.13.0",
             "CPython 3.14.10",
             "CPython 3.15.2",
         ),
@@ -102,6 +120,8 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "asyncio.selector_events:BaseSelectorEventLoop._process_events": {
         "718a287a": (
             "CPython 3.11.7",
+            "CPython 3.12.1",
+            "CPython 3.13.0",
             "CPython 3.14.10",
             "CPython 3.15.2",
         ),
@@ -109,6 +129,8 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "asyncio.selector_events:BaseSelectorEventLoop._process_self_data": {
         "1cf7eae3": (
             "CPython 3.11.7",
+            "CPython 3.12.1",
+            "CPython 3.13.0",
             "CPython 3.14.10",
             "CPython 3.15.2",
         ),
@@ -116,6 +138,8 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "asyncio.selector_events:BaseSelectorEventLoop._read_from_self": {
         "0acf02d4": (
             "CPython 3.11.7",
+            "CPython 3.12.1",
+            "CPython 3.13.0",
             "CPython 3.14.10",
             "CPython 3.15.2",
         ),
@@ -123,8 +147,10 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "asyncio.selector_events:BaseSelectorEventLoop._remove_reader": {
         "6a471362": (
             "CPython 3.11.7",
+            "CPython 3.12.1",
         ),
         "67e36e5b": (
+            "CPython 3.13.0",
             "CPython 3.14.10",
             "CPython 3.15.2",
         ),
@@ -132,6 +158,8 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "asyncio.selector_events:BaseSelectorEventLoop._write_to_self": {
         "b128212d": (
             "CPython 3.11.7",
+            "CPython 3.12.1",
+            "CPython 3.13.0",
             "CPython 3.14.10",
             "CPython 3.15.2",
         ),
@@ -139,6 +167,8 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "asyncio.selector_events:BaseSelectorEventLoop.add_reader": {
         "d0a82df0": (
             "CPython 3.11.7",
+            "CPython 3.12.1",
+            "CPython 3.13.0",
             "CPython 3.14.10",
             "CPython 3.15.2",
         ),
@@ -146,6 +176,8 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "asyncio.selector_events:BaseSelectorEventLoop.remove_reader": {
         "f510e934": (
             "CPython 3.11.7",
+            "CPython 3.12.1",
+            "CPython 3.13.0",
             "CPython 3.14.10",
             "CPython 3.15.2",
         ),
@@ -188,6 +220,8 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "selectors:EpollSelector.close": {
         "183ab8fb": (
             "CPython 3.11.7",
+            "CPython 3.12.1",
+            "CPython 3.13.0",
             "CPython 3.14.10",
             "CPython 3.15.2",
         ),
@@ -195,8 +229,10 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "selectors:EpollSelector.select": {
         "6a2c9dc9": (
             "CPython 3.11.7",
+            "CPython 3.12.1",
         ),
         "7509239e": (
+            "CPython 3.13.0",
             "CPython 3.14.10",
             "CPython 3.15.2",
         ),
@@ -204,6 +240,10 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     "threading:Thread.start": {
         "e133f516": (
             "CPython 3.11.7",
+            "CPython 3.12.1",
+        ),
+        "0e9b8499": (
+            "CPython 3.13.0",
         ),
         "c0656f79": (
             "CPython 3.14.10",
@@ -212,85 +252,179 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "tornado.ioloop:IOLoop._discard_future_result": {
         "b05428f9": (
+            "Tornado 6.2",
+            "Tornado 6.3.3",
+            "Tornado 6.4.2",
+            "Tornado 6.5.10",
             "Tornado 6.6.1",
         ),
     },
     "tornado.ioloop:IOLoop._run_callback": {
         "fb04b170": (
+            "Tornado 6.2",
+            "Tornado 6.3.3",
+            "Tornado 6.4.2",
+            "Tornado 6.5.10",
             "Tornado 6.6.1",
         ),
     },
     "tornado.ioloop:IOLoop.initialize": {
+        "eafa0c53": (
+            "Tornado 6.2",
+        ),
         "492cb66c": (
+            "Tornado 6.3.3",
+            "Tornado 6.4.2",
+            "Tornado 6.5.10",
             "Tornado 6.6.1",
         ),
     },
     "tornado.iostream:BaseIOStream._handle_write": {
+        "ab127958": (
+            "Tornado 6.2",
+            "Tornado 6.3.3",
+            "Tornado 6.4.2",
+        ),
+        "a26b1581": (
+            "Tornado 6.5.10",
+        ),
         "9f25fe60": (
             "Tornado 6.6.1",
         ),
     },
     "tornado.iostream:BaseIOStream._read_to_buffer": {
+        "601533e0": (
+            "Tornado 6.2",
+            "Tornado 6.3.3",
+            "Tornado 6.4.2",
+        ),
+        "0e1672fd": (
+            "Tornado 6.5.10",
+        ),
         "67113117": (
             "Tornado 6.6.1",
         ),
     },
     "tornado.iostream:BaseIOStream.write": {
+        "46081b32": (
+            "Tornado 6.2",
+            "Tornado 6.3.3",
+            "Tornado 6.4.2",
+            "Tornado 6.5.10",
+        ),
         "a9db8549": (
             "Tornado 6.6.1",
         ),
     },
     "tornado.iostream:IOStream.read_from_fd": {
+        "748315ff": (
+            "Tornado 6.2",
+            "Tornado 6.3.3",
+            "Tornado 6.4.2",
+            "Tornado 6.5.10",
+        ),
         "521f8ca6": (
             "Tornado 6.6.1",
         ),
     },
     "tornado.iostream:IOStream.write_to_fd": {
         "63a3878d": (
+            "Tornado 6.2",
+            "Tornado 6.3.3",
+            "Tornado 6.4.2",
+            "Tornado 6.5.10",
             "Tornado 6.6.1",
         ),
     },
     "tornado.iostream:PipeIOStream.read_from_fd": {
+        "0653c196": (
+            "Tornado 6.2",
+            "Tornado 6.3.3",
+            "Tornado 6.4.2",
+        ),
+        "2f80028c": (
+            "Tornado 6.5.10",
+        ),
         "41058136": (
             "Tornado 6.6.1",
         ),
     },
     "tornado.iostream:PipeIOStream.write_to_fd": {
         "52beb757": (
+            "Tornado 6.2",
+            "Tornado 6.3.3",
+            "Tornado 6.4.2",
+            "Tornado 6.5.10",
             "Tornado 6.6.1",
         ),
     },
     "tornado.iostream:SSLIOStream.read_from_fd": {
+        "042507d0": (
+            "Tornado 6.2",
+            "Tornado 6.3.3",
+            "Tornado 6.4.2",
+            "Tornado 6.5.10",
+        ),
         "e83e9312": (
             "Tornado 6.6.1",
         ),
     },
     "tornado.iostream:SSLIOStream.write_to_fd": {
         "1a4fabba": (
+            "Tornado 6.2",
+            "Tornado 6.3.3",
+            "Tornado 6.4.2",
+            "Tornado 6.5.10",
             "Tornado 6.6.1",
         ),
     },
     "tornado.platform.asyncio:BaseAsyncIOLoop._handle_events": {
         "97c1b40d": (
+            "Tornado 6.2",
+            "Tornado 6.3.3",
+            "Tornado 6.4.2",
+            "Tornado 6.5.10",
             "Tornado 6.6.1",
         ),
     },
     "tornado.platform.asyncio:BaseAsyncIOLoop.add_callback": {
         "04d1d379": (
+            "Tornado 6.2",
+            "Tornado 6.3.3",
+            "Tornado 6.4.2",
+            "Tornado 6.5.10",
             "Tornado 6.6.1",
         ),
     },
     "tornado.platform.asyncio:BaseAsyncIOLoop.add_handler": {
+        "d7ea2ebd": (
+            "Tornado 6.2",
+            "Tornado 6.3.3",
+            "Tornado 6.4.2",
+            "Tornado 6.5.10",
+        ),
         "96eeadad": (
             "Tornado 6.6.1",
         ),
     },
     "tornado.platform.asyncio:BaseAsyncIOLoop.remove_handler": {
+        "6962cd46": (
+            "Tornado 6.2",
+            "Tornado 6.3.3",
+            "Tornado 6.4.2",
+            "Tornado 6.5.10",
+        ),
         "19857475": (
             "Tornado 6.6.1",
         ),
     },
     "tornado.platform.asyncio:BaseAsyncIOLoop.update_handler": {
+        "958da298": (
+            "Tornado 6.2",
+            "Tornado 6.3.3",
+            "Tornado 6.4.2",
+            "Tornado 6.5.10",
+        ),
         "d0160ba5": (
             "Tornado 6.6.1",
         ),
