@@ -18,6 +18,7 @@ from tornado import gen
 from tornado.ioloop import IOLoop
 
 import fastloop
+from fastloop.patches.add_callback import CALL_SOON_LOOPS
 from tests_support import Records, batches_queued, current_loop, differential, normalise
 
 PATCH = ["add_callback"]
@@ -461,8 +462,10 @@ def test_uninstall_with_a_batch_queued_still_runs_it():
     assert on_loop(body) == (1, [1, 2, 3])
 
 
-def test_uvloop_keeps_stock_behaviour():
-    uvloop = pytest.importorskip("uvloop")
+@pytest.mark.parametrize("name", CALL_SOON_LOOPS)
+def test_a_c_loop_keeps_stock_behaviour(name):
+    """uvloop, zuvloop and rloop take each callback as one call_soon."""
+    c_loop = pytest.importorskip(name)
 
     def scenario():
         async def body(io, loop):
@@ -481,12 +484,31 @@ def test_uvloop_keeps_stock_behaviour():
         async def main():
             return await body(IOLoop.current(), asyncio.get_running_loop())
 
-        return uvloop.run(main())
+        with asyncio.Runner(loop_factory=c_loop.new_event_loop) as runner:
+            return runner.run(main())
 
     stock, patched = differential(scenario, PATCH)
     assert stock == patched
     assert stock[0] == [1, 2, "uv", 3]
     assert [row[3] for row in stock[1]] == ["ValueError"]
+
+
+@pytest.mark.parametrize("name", CALL_SOON_LOOPS)
+def test_a_c_loop_takes_each_callback_as_one_call_soon(name):
+    """Not declined there: the patch's own path runs (``LoopState.call_soon``)."""
+    c_loop = pytest.importorskip(name)
+
+    async def main():
+        io = IOLoop.current()
+        done = asyncio.get_running_loop().create_future()
+        io.add_callback(done.set_result, "ran")
+        return await done, io._fastloop_state.call_soon, io._fastloop_state.ready
+
+    with (
+        fastloop.patched(PATCH),
+        asyncio.Runner(loop_factory=c_loop.new_event_loop) as runner,
+    ):
+        assert runner.run(main()) == ("ran", True, None)
 
 
 def test_a_callback_added_during_an_iteration_runs_in_the_next_one():

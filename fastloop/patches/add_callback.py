@@ -293,19 +293,26 @@ def apply(module: ModuleType) -> list[Change]:
     return [states, iterations, Swap(base, "add_callback", add_callback)]
 
 
+#: Event loops written in C (or Rust, or Zig) that keep their ready queue to
+#: themselves: a callback is one ``call_soon(run_lone, ...)`` there, which
+#: saves stock's ``functools.partial`` and its ``_run_callback`` frame.
+CALL_SOON_LOOPS = ("uvloop", "zuvloop", "rloop")
+
+
 def unknown_loop(loop: Any) -> str | None:
     """Why an asyncio loop is not one this patch knows, or None.
 
-    Known: asyncio's selector loops (batched) and uvloop (one handle per
-    callback).  A proactor loop, Tornado's ``AddThreadSelectorEventLoop``
-    proxy, or anything else keeps stock ``add_callback``.
+    Known: asyncio's selector loops (batched) and ``CALL_SOON_LOOPS`` (one
+    handle per callback).  A proactor loop, Tornado's
+    ``AddThreadSelectorEventLoop`` proxy, or anything else keeps stock
+    ``add_callback``, through this patch's wrapper.
     """
     kind = type(loop)  # not isinstance: Tornado's proxy forwards __class__
     if issubclass(kind, selector_events.BaseSelectorEventLoop):
         return None
-    if kind.__module__.startswith("uvloop"):
+    if kind.__module__.partition(".")[0] in CALL_SOON_LOOPS:
         return None
-    return f"{loop_class(loop)} is not a selector loop or uvloop"
+    return f"{loop_class(loop)} is not a selector loop or one of {CALL_SOON_LOOPS}"
 
 
 PATCH = Patch(
