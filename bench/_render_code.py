@@ -256,7 +256,7 @@ def support_range() -> list[str]:
     ]
     return [
         f"CPython {span(list(SUPPORTED))}: {'; '.join(parts)}; asyncio's default "
-        "loop and uvloop."
+        "loop and uvloop, and from 3.14 zuvloop and rloop."
     ]
 
 
