@@ -184,6 +184,35 @@ def render_bench() -> list[str]:
     ]
 
 
+def render_loops() -> list[str]:
+    """Each loop with fastloop against the same loop alone, on the newest CPython
+    measured (``bench_py*.json``): fastloop never makes a loop slower."""
+    lines: list[str] = []
+    for path in sorted(RESULTS.glob("bench_py*.json")):
+        bench = _load(path.name)
+        loops = ["asyncio", *bench.get("loops", {})]
+        versions = ", ".join(
+            f"{name} {version}" for name, version in bench.get("loops", {}).items()
+        )
+        lines += [
+            f"`fastloop bench` on CPython {bench['python']}, Tornado "
+            f"{bench['tornado']}, {versions}: {bench['rounds']} interleaved rounds "
+            "per workload; each cell is the time per operation with fastloop over "
+            "the same loop's without it, the median of per-round ratios with a 95% "
+            f"interval (`bench/results/{path.name}`).",
+            "",
+            "| workload | " + " | ".join(loops) + " |",
+            "|---" * (len(loops) + 1) + "|",
+        ]
+        for row in bench["workloads"]:
+            cells = [_interval(row["patched_vs_stock"])] + [
+                _interval(row[f"{name}_fastloop_vs_{name}"]) for name in loops[1:]
+            ]
+            lines.append(f"| `{row['name']}` | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines[:-1]
+
+
 def _frontier_rows() -> list[str]:
     """Each patch alone on chosen workloads (bench/workload_frontier.py)."""
     path = RESULTS / "workload_frontier.json"

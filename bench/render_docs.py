@@ -37,6 +37,7 @@ BLOCKS: tuple[tuple[str, str, Callable[[], list[str]]], ...] = (
     ("README.md", "commands", lambda: _render_front.commands(RESULTS)),
     ("README.md", "support-range", _render_code.support_range),
     ("docs/results.md", "bench", _render_results.render_bench),
+    ("docs/results.md", "loops", _render_results.render_loops),
     ("docs/results.md", "apps", lambda: _render_apps.render(RESULTS)),
     ("docs/results.md", "writes", _render_results.render_writes),
     ("docs/results.md", "startup", _render_results.render_startup),
