@@ -118,8 +118,9 @@ async def blocked_scenario(patched: bool) -> dict:
                 for _ in range(20):
                     if patched:
                         await until(lambda: stretched(scheduler), "a tick asleep")
-                    asyncio.get_running_loop().call_soon(block)
-                    await asyncio.sleep(0)
+                    # A timer callback: no I/O in the iteration that runs it.
+                    asyncio.get_running_loop().call_later(0.001, block)
+                    await asyncio.sleep(0.005)
                     if blocked.is_set():
                         break
                 await until(blocked.is_set, "the block")
@@ -231,6 +232,21 @@ async def no_listener_scenario() -> dict:
                 run > scheduler._tick_interval * 1000 for run in runs
             )
     return seen
+
+
+async def add_callback_leaves_scenario() -> bool:
+    with fastloop.patched(["add_callback", "dask_tick"]):
+        async with Scheduler(port=0, dashboard_address=":0") as scheduler:
+            await until(lambda: stretched(scheduler), "a tick asleep")
+            fastloop.uninstall(["add_callback"])
+            await until(lambda: not stretched(scheduler), "stock again")
+            return scheduler.periodic_callbacks["tick"].is_running()
+
+
+def test_a_sleeping_tick_is_stock_again_once_add_callback_leaves():
+    if "add_callback" in fastloop.installed():
+        pytest.skip("add_callback is installed for the whole session")
+    assert asyncio.run(add_callback_leaves_scenario())
 
 
 def test_a_loop_add_callback_does_not_watch_keeps_stocks_tick():

@@ -52,7 +52,10 @@ when the loop next runs the tick or wakes it: after the block, as stock's.
 Undo.  ``uninstall()`` puts back every stretched callback's interval on its
 loop's thread (``add_callback``), listeners take themselves off at their
 next iteration, and methods bound before it act as stock from then on.
-A callback stopped (its server closed) is never started again.
+A callback stopped (its server closed) is never started again.  Where
+``add_callback`` leaves the loop first, a sleeping tick is stock again at
+its next run, a stretch at most later; no I/O wakes it meanwhile, and a
+block then is logged with all of the time since the last tick.
 """
 
 from __future__ import annotations
@@ -213,9 +216,16 @@ class Ticks:
         tick = self.states.setdefault(server, Tick)
         interval = server._tick_interval
         if tick.asleep:
-            self.account(server, tick, self.module.time(), ran=True)
+            now = self.module.time()
             state = self.listened(tick.pc.io_loop)
-            if state is None or state.listener is not tick.listener:
+            watched = state is not None and state.listener is tick.listener
+            elapsed = now - server._last_tick
+            if not watched and elapsed > self.module.tick_maximum_delay:
+                # No iteration was seen (add_callback went meanwhile): all
+                # of the time since the last tick counts as the block.
+                tick.blocked = max(tick.blocked, elapsed)
+            self.account(server, tick, now, ran=True)
+            if not watched:
                 # Its loop no longer reports its iterations: stock again.
                 # The running callback reschedules itself at the interval.
                 tick.pc.callback_time = interval * 1000
