@@ -189,6 +189,10 @@ async def idle_scenario(patched: bool) -> dict:
                 seen["restored_running"] = scheduler.periodic_callbacks[
                     "tick"
                 ].is_running()
+                # The method bound before uninstall acts as stock: awake.
+                restored = len(runs)
+                await until(lambda: len(runs) >= restored + 15, "runs after")
+                seen["after_uninstall"] = set(runs[restored + 1 :])
             pcs = dict(scheduler.periodic_callbacks)
     seen["running_after_close"] = [name for name, pc in pcs.items() if pc.is_running()]
     return seen
@@ -219,6 +223,8 @@ def test_an_idle_stretch_reads_stocks_tick_figures(patched):
     assert seen["on_message"] == interval * 1000
     assert seen["after_submit"] == interval * 1000
     assert seen.get("restored_running", False) is patched
+    if patched:
+        assert seen["after_uninstall"] == {interval * 1000}
     assert "tick" not in seen["running_after_close"]
 
 
