@@ -24,18 +24,23 @@ PeriodicCallback's ``callback_time`` to the stretch (``longest``), which
 Tornado reads when it schedules the next run.  The first I/O iteration
 takes the listener off, and wakes each sleeping tick there and then: the
 callback back to the interval, stopped and started again (its next run an
-interval later), before the loop handles that I/O.
+interval later), before the loop handles that I/O.  So a busy loop calls
+the listener until its first I/O iteration after each tick: about once a
+tick.
 
 Figures.  A sleeping tick accounts, whenever it runs, for the ticks stock
-would have run meanwhile, each of the interval: ``_tick_counter`` grows by
-the number of intervals elapsed (rounded), and the digest gets that many
-values whose total is the time elapsed, as stock's do; ``_last_tick`` is
+would have run meanwhile: ``_tick_counter`` grows by the number of
+intervals elapsed (rounded), and the digest gets that many values, each
+the interval but the last, which carries the rest, so that their total is
+the time elapsed, as stock's is; ``_last_tick`` is
 then the time it ran.  When it wakes, and before each ``_cycle_ticks``, it
 accounts for the whole intervals elapsed and moves ``_last_tick`` on by as
 many, so that the cycle's ``_tick_interval_observed``, a Prometheus scrape
 (I/O, so it wakes the tick first) and the tick after the wake read stock's
-figures.  The ``tick-duration`` total a worker sends with a heartbeat may
-lack the ticks of the current sleep (the next heartbeat has them).
+figures; that tick, an interval and part of one after the last whole
+interval accounted, counts as many ticks as that makes, rounded.  The
+``tick-duration`` total a worker sends with a heartbeat may lack the ticks
+of the current sleep (the next heartbeat has them).
 
 A blocked loop.  While a tick sleeps, the listener takes the time at which
 each iteration begins: a gap between two iterations longer than
