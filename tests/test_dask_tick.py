@@ -129,6 +129,9 @@ async def blocked_scenario(patched: bool) -> dict:
                     "the scheduler's unresponsive line",
                 )
                 seen["interval"] = scheduler._tick_interval
+                pcs = [scheduler.periodic_callbacks["tick"]]
+            # Closed, asleep or not: never started again.
+            seen["running_after_close"] = [pc for pc in pcs if pc.is_running()]
     finally:
         logger.removeHandler(lines)
     seen["lines"] = lines.lines
@@ -139,6 +142,7 @@ async def blocked_scenario(patched: bool) -> dict:
 def test_a_blocked_loop_logs_the_unresponsive_line_with_stocks_duration(patched):
     seen = asyncio.run(blocked_scenario(patched))
     assert seen["stretched"] == [patched]
+    assert seen["running_after_close"] == []
     (duration,) = [d for who, d in seen["lines"] if who == "Scheduler"]
     # Stock logs the block plus the part of an interval since its last tick
     # (and whatever ran before the block in its iteration); patched, the gap
@@ -259,3 +263,57 @@ def test_a_loop_add_callback_does_not_watch_keeps_stocks_tick():
     if "add_callback" in fastloop.installed():
         pytest.skip("add_callback is installed for the whole session")
     assert not asyncio.run(no_listener_scenario())["stretched"]
+
+
+class Server:
+    """What the accounting reads and writes of a dask server."""
+
+    def __init__(self, interval: float, last: float) -> None:
+        self._tick_interval = interval
+        self._last_tick = last
+        self._tick_counter = 0
+        self.durations: list[float] = []
+
+    def digest_metric(self, name: str, value: float) -> None:
+        assert name == "tick-duration"
+        self.durations.append(value)
+
+
+@pytest.mark.parametrize(
+    ("ran", "intervals", "counted", "moved"),
+    [(True, 10.3, 10, 10.3), (True, 10.7, 11, 10.7), (False, 10.7, 10, 10)],
+    ids=["ran-rounded-down", "ran-rounded-up", "woken-whole-intervals"],
+)
+def test_a_sleep_is_accounted_as_the_ticks_stock_would_have_run(
+    ran, intervals, counted, moved
+):
+    from fastloop.patches.dask_tick import Tick, Ticks
+
+    interval = 0.02
+    server = Server(interval, last=100.0)
+    now = 100.0 + intervals * interval
+    Ticks(core).account(server, Tick(server), now, ran=ran)
+    assert server._tick_counter == counted
+    assert server.durations[:-1] == [interval] * (counted - 1)
+    # The durations add up to the time _last_tick moved on, as stock's do.
+    assert sum(server.durations) == pytest.approx(moved * interval)
+    assert server._last_tick == pytest.approx(100.0 + moved * interval)
+
+
+def test_a_block_seen_while_asleep_is_one_tick_logged_with_its_gap(caplog):
+    from fastloop.patches.dask_tick import Tick, Ticks
+
+    interval = 0.02
+    server = Server(interval, last=100.0)
+    tick = Tick(server)
+    tick.blocked = 1.0  # the gap the listener saw between two iterations
+    caplog.set_level(logging.INFO, logger="distributed.core")
+    Ticks(core).account(server, tick, 101.5, ran=True)
+    (record,) = [r for r in caplog.records if r.msg.startswith("Event loop")]
+    # The half second before the block: regular ticks; then one tick of the
+    # gap plus what is left of an interval.
+    assert record.args == ("Server", server.durations[-1])
+    assert 1.0 <= server.durations[-1] < 1.0 + interval
+    assert server._tick_counter == len(server.durations)
+    assert sum(server.durations) == pytest.approx(1.5)
+    assert server._last_tick == 101.5 and tick.blocked == 0.0
