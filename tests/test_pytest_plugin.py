@@ -83,6 +83,9 @@ def test_option_alone_installs_the_default_set_and_keeps_a_prior_state(
 ):
     monkeypatch.setenv("FASTLOOP", "wakeup")
     fastloop.install(["wakeup"])
+    # distributed's patches are active only where it is imported already (the
+    # inner run shares this process's modules).
+    active = default_set(dask="distributed" in sys.modules)
     pytester.makepyfile(
         """
         import os
@@ -94,12 +97,10 @@ def test_option_alone_installs_the_default_set_and_keeps_a_prior_state(
         def test_default_set():
             assert sorted(fastloop.installed()) == DEFAULT
             assert os.environ["FASTLOOP"] == "1"
-        """.replace("DEFAULT_SET", repr(default_set()))
+        """.replace("DEFAULT_SET", repr(active))
     )
     result = pytester.runpytest("--fastloop")
     result.assert_outcomes(passed=1)
-    # distributed's patches are active only where it is imported already.
-    active = default_set(dask="distributed" in sys.modules)
     result.stdout.fnmatch_lines([f"fastloop: {', '.join(active)} *"])
     assert fastloop.installed() == {"wakeup"}
     assert os.environ["FASTLOOP"] == "wakeup"

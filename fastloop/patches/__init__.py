@@ -47,6 +47,7 @@ RECORDS = (
         f"{__name__}.dask_task_profile",
         True,
     ),
+    ("dask_tick", "distributed.core", f"{__name__}.dask_tick", True),
 )
 
 #: Packages fastloop never imports itself, though patches target them: they

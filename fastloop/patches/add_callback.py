@@ -26,7 +26,8 @@ iteration that opened it: a counter, bumped by a wrapper around the loop's
 ``_process_events`` (called once per iteration), stamps each batch.  The
 same wrapper reports the iteration to auto mode's controller while it
 sleeps (``fastloop.runtime.dormancy``): one attribute read while it is
-awake.
+awake; and it hands the iteration's event list to the state's ``listener``
+while one is set (``dask_tick``'s sleeping ticks, ``listened``): one more.
 
 From other threads, and on the loop's thread before it runs, the batch
 class is ``RemoteBatch``: producers append under a per-IOLoop lock while
@@ -167,6 +168,9 @@ def count_iterations(loop: Any, state: LoopState, iterations: PerObject) -> bool
         state.iteration += 1
         if IDLE.asleep:
             IDLE.iterated(seen)
+        listener = state.listener
+        if listener is not None:
+            listener(event_list)
         process(loop_ref(), event_list)
 
     dormancy.reporter(process_events)
@@ -291,6 +295,18 @@ def apply(module: ModuleType) -> list[Change]:
 
     functools.update_wrapper(add_callback, stock_add_callback)
     return [states, iterations, Swap(base, "add_callback", add_callback)]
+
+
+def listened(ioloop: Any) -> LoopState | None:
+    """The state whose ``listener`` sees every iteration of ``ioloop``'s
+    asyncio loop, or None where this patch does not wrap that loop's
+    ``_process_events`` (not installed, uvloop, a declined loop)."""
+    state = getattr(ioloop, "_fastloop_state", None)
+    if state is None or state.ready is None:
+        return None
+    if not dormancy.reports(getattr(ioloop, "asyncio_loop", None)):
+        return None
+    return state  # type: ignore[no-any-return]
 
 
 #: Event loops written in C (or Rust, or Zig) that keep their ready queue to

@@ -182,6 +182,26 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
             "CPython 3.15.2",
         ),
     },
+    "distributed.core:Server.__init__": {
+        "ff0c4700": (
+            "distributed 2026.8.0",
+        ),
+    },
+    "distributed.core:Server._cycle_ticks": {
+        "b682c7fb": (
+            "distributed 2026.8.0",
+        ),
+    },
+    "distributed.core:Server._measure_tick": {
+        "f60b8c70": (
+            "distributed 2026.8.0",
+        ),
+    },
+    "distributed.core:Server.digest_metric": {
+        "3f2c336e": (
+            "distributed 2026.8.0",
+        ),
+    },
     "distributed.profile:_watch": {
         "da4424b1": (
             "distributed 2026.8.0",
