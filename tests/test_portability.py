@@ -150,7 +150,8 @@ def test_add_callback_keeps_stock_behaviour_on_loops_it_does_not_know(
         if key[0] == "add_callback" and key[1].endswith(kind)
     }
     assert list(reasons.values()) == [
-        f"{next(iter(reasons))[1]} is not a selector loop or uvloop"
+        f"{next(iter(reasons))[1]} is not a selector loop nor one of "
+        "uvloop, zuvloop, rloop"
     ]
 
 

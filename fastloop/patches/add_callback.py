@@ -328,7 +328,8 @@ def unknown_loop(loop: Any) -> str | None:
         return None
     if kind.__module__.partition(".")[0] in CALL_SOON_LOOPS:
         return None
-    return f"{loop_class(loop)} is not a selector loop or one of {CALL_SOON_LOOPS}"
+    known = ", ".join(CALL_SOON_LOOPS)
+    return f"{loop_class(loop)} is not a selector loop nor one of {known}"
 
 
 PATCH = Patch(
