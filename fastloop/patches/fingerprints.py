@@ -95,12 +95,27 @@ def fingerprint(
 ) -> str | None:
     """The function's fingerprint, or None without Python source to read.
 
-    ``sources`` caches each file's lines across the calls of one check.
+    Read once per code object (``_FOUND``): ``install()`` after
+    ``uninstall()`` costs no file read.  ``sources`` caches each file's
+    lines across the calls of one check.
     """
     code = getattr(function, "__code__", None)
     if not isinstance(code, CodeType):
         return None
-    sources = {} if sources is None else sources
+    known = _FOUND.get(id(code))
+    if known is not None and known[0] is code:
+        return known[1]
+    found = _read(code, {} if sources is None else sources)
+    _FOUND[id(code)] = (code, found)
+    return found
+
+
+#: id(code) -> (the code object, kept so that its id is not reused; its
+#: fingerprint, None without source to read).
+_FOUND: dict[int, tuple[CodeType, str | None]] = {}
+
+
+def _read(code: CodeType, sources: dict[str, list[bytes]]) -> str | None:
     lines = sources.get(code.co_filename)
     if lines is None:
         try:
@@ -132,13 +147,14 @@ def unverified(
     from fastloop.patches.verified import VERIFIED
 
     for target, found in fingerprints(targets, attribute):
-        label = owner_label(target)
         if found is None:
-            return f"{target} has no Python source here to verify ({label})"
+            return (
+                f"{target} has no Python source here to verify ({owner_label(target)})"
+            )
         if found not in VERIFIED.get(target, {}):
             return (
-                f"{target} of {label} is not code the suite has verified "
-                f"(fingerprint {found})"
+                f"{target} of {owner_label(target)} is not code the suite has "
+                f"verified (fingerprint {found})"
             )
     return None
 

@@ -24,9 +24,9 @@ import importlib
 import logging
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import ModuleType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from fastloop.patches import ON_IMPORT_ONLY, RECORDS, Patch, loop_class
 from fastloop.patches.changes import Change, Swap
@@ -312,25 +312,29 @@ def _safe_check(name: str, module: ModuleType) -> str | None:
     try:
         from fastloop.patches import fingerprints  # with the first target only
 
-        return patch.check(module) or fingerprints.unverified(patch.verifies, _stock)
+        return patch.check(module) or fingerprints.unverified(patch.verifies, _stock())
     except Exception as exc:  # a crashing check means the internals are unknown
         return f"check failed: {exc!r}"
 
 
-def _stock(owner: object, name: str) -> object:
-    """``owner.<name>`` as it is without fastloop: what a patch relies on may
-    be what another one replaced."""
-    found = owner.__dict__.get(name)
-    for changes in _state.applied.values():
-        for change in changes:
-            if (
-                isinstance(change, Swap)
-                and change.owner is owner
-                and change.attribute == name
-                and change.replacement is found
-            ):
-                return change.original
-    return found
+def _stock() -> Callable[[Any, str], Any]:
+    """A lookup of ``owner.<name>`` as it is without fastloop: what a patch
+    relies on may be what another one replaced."""
+    replaced = {
+        (id(change.owner), change.attribute): change
+        for changes in _state.applied.values()
+        for change in changes
+        if isinstance(change, Swap)
+    }
+
+    def attribute(owner: Any, name: str) -> Any:
+        found = owner.__dict__.get(name)
+        change = replaced.get((id(owner), name))
+        if change is not None and change.replacement is found:
+            return change.original
+        return found
+
+    return attribute
 
 
 def _apply_requested(module: ModuleType) -> None:
