@@ -69,25 +69,14 @@ def resolve(target: str, attribute: Lookup = _stock_attribute) -> Any:
 
 
 def _last_line(code: CodeType) -> int:
-    """The last source line of ``code`` and the code nested in it."""
-    last = code.co_firstlineno
-    for _start, _end, line in code.co_lines():
-        if line is not None:
-            last = max(last, line)
-    # A statement's last line (a closing bracket) runs no instruction of its
-    # own: 3.11+ positions say where each instruction's expression ends.
-    positions: Callable[[], Iterable[tuple[int | None, ...]]] | None = getattr(
-        code, "co_positions", None
-    )
-    if positions is not None:
-        for position in positions():
-            end = position[1]
-            if end is not None:
-                last = max(last, end)
-    for constant in code.co_consts:
-        if isinstance(constant, CodeType):
-            last = max(last, _last_line(constant))
-    return last
+    """The last source line of ``code`` and the code nested in it.
+
+    Where each instruction's expression ends (``co_positions``), not the line
+    it starts on: a statement's last line (a closing bracket) runs none.
+    """
+    ends = [end for _, end, _, _ in code.co_positions() if end is not None]
+    nested = [_last_line(c) for c in code.co_consts if isinstance(c, CodeType)]
+    return max([code.co_firstlineno, *ends, *nested])
 
 
 def fingerprint(
