@@ -20,12 +20,7 @@ pytestmark = pytest.mark.dask
 from distributed import Client, Scheduler, Worker, profile  # noqa: E402
 
 import fastloop  # noqa: E402
-
-STOCK_AND_PATCHED = pytest.mark.parametrize(
-    "patched", [False, True], ids=["stock", "patched"]
-)
-#: Long enough for any sample to land; the scenarios wait on events, not time.
-PATIENCE_S = 30
+from tests_support import PATIENCE_S, STOCK_AND_PATCHED, until  # noqa: E402
 
 #: Released by the test once the profile has seen a task or actor call block.
 RELEASE = threading.Event()
@@ -139,14 +134,6 @@ def trigger_calls(worker: Worker) -> list[bool]:
 
     pc.callback = counted
     return calls
-
-
-async def until(condition, what: str) -> None:
-    for _ in range(PATIENCE_S * 100):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"never: {what}")
 
 
 async def task_profile_scenario(patched: bool) -> dict:

@@ -23,11 +23,8 @@ import dask  # noqa: E402
 from distributed import Client, Scheduler, Worker, core  # noqa: E402
 
 import fastloop  # noqa: E402
+from tests_support import STOCK_AND_PATCHED, until  # noqa: E402
 
-STOCK_AND_PATCHED = pytest.mark.parametrize(
-    "patched", [False, True], ids=["stock", "patched"]
-)
-PATIENCE_S = 30
 #: admin.tick.limit for these tests: the patched tick sleeps half of it.
 LIMIT_S = 0.4
 #: How long the injected callback holds the loop: well past the limit.
@@ -49,14 +46,6 @@ def patches(patched: bool) -> list[str]:
         assert "dask_tick" not in fastloop.installed()
         return []
     return ["add_callback", "dask_tick"]
-
-
-async def until(condition, what: str) -> None:
-    for _ in range(PATIENCE_S * 100):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"never: {what}")
 
 
 def stretched(server) -> bool:

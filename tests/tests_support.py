@@ -226,6 +226,23 @@ def default_set(*, dask: bool = False) -> list[str]:
     )
 
 
+#: The same scenario under stock and under the patch, as two test cases.
+STOCK_AND_PATCHED = pytest.mark.parametrize(
+    "patched", [False, True], ids=["stock", "patched"]
+)
+#: Long enough for any event a scenario waits on; it waits on events, not time.
+PATIENCE_S = 30
+
+
+async def until(condition: Callable[[], object], what: str) -> None:
+    """Wait, on the running loop, until ``condition()`` holds (or fail)."""
+    for _ in range(PATIENCE_S * 100):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"never: {what}")
+
+
 def dask_patches() -> set[str]:
     """The default set's patches of distributed: armed until it is imported."""
     return set(default_set(dask=True)) - set(default_set())
