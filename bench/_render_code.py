@@ -8,11 +8,10 @@ the pages when ``render_docs.py`` runs, and ``--check`` fails until then.
 from __future__ import annotations
 
 import argparse
-import importlib
 import textwrap
 
 from fastloop import config
-from fastloop.patches import RECORDS, Patch, registry
+from fastloop.patches import RECORDS, registry
 
 
 def _default(row: config.Setting) -> str:
@@ -184,18 +183,13 @@ def prometheus_rules() -> list[str]:
         return ["```yaml", *rules.read().splitlines(), "```"]
 
 
-def records() -> list[Patch]:
-    """Every patch's record, its module imported (which needs its target)."""
-    return [importlib.import_module(module).PATCH for _, _, module, _ in RECORDS]
-
-
 def replaces_table() -> list[str]:
     """What each patch replaces and the private names it relies on."""
     lines = [
         "| patch | replaces | private names it relies on |",
         "|---|---|---|",
     ]
-    for patch in records():
+    for patch in registry.records():
         lines.append(f"| `{patch.name}` | {patch.replaces} | {patch.relies_on} |")
     return lines
 
@@ -327,7 +321,7 @@ def api_reference() -> list[str]:
 def contracts() -> list[str]:
     """Each patch's contract: its record's summary, then its module docstring."""
     lines = []
-    for patch, (_, _, module, on) in zip(records(), RECORDS, strict=True):
+    for patch, (_, _, module, on) in zip(registry.records(), RECORDS, strict=True):
         kind = "default set" if on else "opt-in"
         lines += [
             f"### `{patch.name}`",

@@ -14,11 +14,11 @@ import tornado
 
 import fastloop
 from fastloop import cli
-from fastloop.patches import RECORDS, fingerprints, registry
+from fastloop.patches import fingerprints, registry
 from fastloop.patches.verified import SUPPORTED, VERIFIED
 from tests_support import run_python
 
-PATCHES = [importlib.import_module(module).PATCH for _, _, module, _ in RECORDS]
+PATCHES = registry.records()
 
 
 def importable() -> list:

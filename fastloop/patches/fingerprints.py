@@ -174,9 +174,9 @@ def recorded_here() -> dict[str, tuple[str, str]]:
     (fingerprint, release), with every patch taken off for the look."""
     import importlib
 
-    from fastloop.patches import RECORDS, registry
+    from fastloop.patches import registry
 
-    patches = [importlib.import_module(module).PATCH for _, _, module, _ in RECORDS]
+    patches = registry.records()
     found: dict[str, tuple[str, str]] = {}
     with registry.suspended():
         for patch in patches:

@@ -136,6 +136,12 @@ def target(name: str) -> str:
     return _state.patches[name].target
 
 
+def records() -> list[Patch]:
+    """Every patch record of ``RECORDS``, its module imported (not its target)."""
+    with _state.lock:
+        return [_record(name) for name, *_ in RECORDS]
+
+
 def default_set() -> tuple[str, ...]:
     """The names ``install()`` applies when given none."""
     return tuple(_state.default)
