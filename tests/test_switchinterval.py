@@ -597,8 +597,12 @@ def test_a_thread_that_starts_computing_beside_a_loop_wakes_it_and_is_seen(
 
     try:
         run_loop_until(asleep_then_engaged, "it sleeps, then engages beside the task")
-        assert wakes() == {"compute": 1, "thread": 0, "ioloop": 0, "alone": 0,
-                           "uninstall": 0}  # fmt: skip
+        # Only compute wakes it; how many times depends on scheduling (on a
+        # loaded machine the task may not have run enough before the
+        # controller's next decision, and it sleeps and wakes once more).
+        woken = wakes()
+        assert woken.pop("compute") >= 1
+        assert woken == {"thread": 0, "ioloop": 0, "alone": 0, "uninstall": 0}
         assert fastloop.stats().switchinterval.competitors == 1
     finally:
         stop[0] = True
