@@ -52,6 +52,8 @@ ARMS: dict[str, tuple[dict[str, str], bool]] = {
     "FASTLOOP=1": ({"FASTLOOP": "1"}, False),
     "FASTLOOP=1 + preload": ({"FASTLOOP": "1"}, True),
     "configuration floor": (FLOOR, False),
+    # The frontier's last point: what the configuration buys, with fastloop.
+    "configuration floor + FASTLOOP=1": ({**FLOOR, "FASTLOOP": "1"}, False),
 }
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: dask's command line, as this interpreter's environment installed it.
