@@ -19,6 +19,7 @@ from tests_support import (
     dask_installed,
     dask_patches,
     default_set,
+    doctor_row,
     require_installed_pth,
 )
 
@@ -160,7 +161,7 @@ def test_doctor_reports_ok_and_exit_0(capsys, monkeypatch):
     assert cli.main(["doctor"]) == 0
     out = capsys.readouterr().out
     assert "verdict       ok" in out
-    assert "add_callback    ok (requested)" in out
+    assert doctor_row(out, "add_callback") == "ok (requested)"
     slow = "FASTLOOP_SLOW_WRITE_MS       (unset): slow-write log off (the default)"
     assert slow in out
 
@@ -211,19 +212,18 @@ def test_doctor_under_uvloop_reports_wakeup_off_by_design_not_failed(capsys):
     assert cli.main(["doctor", "--loop", "uvloop"]) == 0
     out = capsys.readouterr().out
     assert "event loop    uvloop: uvloop.Loop" in out
-    assert (
-        "  wakeup          off under uvloop, by design: uvloop coalesces its "
+    assert doctor_row(out, "wakeup") == (
+        "off under uvloop, by design: uvloop coalesces its "
         "wake-ups already, without asyncio's self-pipe (requested)"
-    ) in out
-    assert (
-        "  read_interest   off under uvloop, by design: it runs reader handles "
-        "as it polls (requested)"
-    ) in out
-    assert (
-        "  poll            off under uvloop, by design: uvloop.Loop has no "
+    )
+    assert doctor_row(out, "read_interest") == (
+        "off under uvloop, by design: it runs reader handles as it polls (requested)"
+    )
+    assert doctor_row(out, "poll") == (
+        "off under uvloop, by design: uvloop.Loop has no "
         "asyncio selector to poll (not requested)"
-    ) in out
-    assert "add_callback    ok (requested)" in out
+    )
+    assert doctor_row(out, "add_callback") == "ok (requested)"
     assert "verdict       ok: everything requested can apply, or is off by" in out
 
 
@@ -302,6 +302,26 @@ def test_doctor_under_w_error_exits_0_and_warns_nothing(args, tmp_path):
         assert json.loads(result.stdout)["loop"] == loop
     else:
         assert f"\nevent loop    {loop}: " in result.stdout
+
+
+def test_doctor_under_fastloop_1_reads_stock_code_not_the_patches(tmp_path):
+    """A fresh ``FASTLOOP=1 fastloop doctor``: distributed's patches apply
+    as doctor imports it, and come off for the look like the others (their
+    checks once read fastloop's replacements and said "declines")."""
+    require_installed_pth()
+    result = subprocess.run(
+        [sys.executable, "-m", "fastloop", "doctor", "--loop", "asyncio"],
+        env=clean_env(FASTLOOP="1"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in dask_patches():
+        expected = "ok" if dask_installed() else "off, by design: distributed is"
+        assert doctor_row(result.stdout, name).startswith(expected), name
+    assert "\nverdict       ok" in result.stdout
 
 
 def test_doctor_answers_for_asyncio_with_patches_already_active(capsys):

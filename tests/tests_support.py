@@ -337,3 +337,10 @@ def run_python(
         timeout=timeout,
         check=False,
     )
+
+
+def doctor_row(out: str, name: str) -> str:
+    """What ``fastloop doctor``'s text says of patch ``name``, after its name."""
+    found = re.search(rf"^  {re.escape(name)} +(\S.*)$", out, re.MULTILINE)
+    assert found, f"no doctor row for {name}:\n{out}"
+    return found.group(1)

@@ -140,6 +140,17 @@ def _verdicts(
     return verdicts, by_design
 
 
+def _import_targets() -> None:
+    """Import each patch's target module whose package is installed."""
+    from fastloop.patches import registry
+
+    for name in registry.known():
+        target = registry.target(name)
+        if importlib.util.find_spec(target.partition(".")[0]) is not None:
+            with contextlib.suppress(Exception):  # check() says why
+                importlib.import_module(target)
+
+
 def dask_settings() -> dict[str, Any] | None:
     """The two dask settings that gain more than a patch on an idle cluster,
     as dask's config sets them here (None without dask), with advice."""
@@ -187,9 +198,10 @@ def diagnose(
     running = watchdog.process_watchdog()
     # Patches active here are taken off for the look: check() reads the
     # stock internals, not fastloop's replacements, and a loop made for the
-    # look is a stock one.  Importing the targets first lets patches armed by
+    # look is a stock one.  Importing the targets first (distributed's too,
+    # where installed: doctor is not the application) lets patches armed by
     # FASTLOOP apply, so that they come off too.
-    registry.available()
+    _import_targets()
     with registry.suspended(), _sample_loop(loop) as sample:
         verdicts, by_design = _verdicts(sample)
         kind, event_loop = _kind(sample), loop_class(sample)
@@ -331,9 +343,10 @@ def render(report: dict[str, Any]) -> str:
         + " (the releases each patch's code was checked on)",
         "patches",
     ]
+    width = max(map(len, report["patches"]), default=0) + 2
     for name, why in report["patches"].items():
         mark = "requested" if name in report["requested"] else "not requested"
-        lines.append(f"  {name:<16}{_verdict(report, name, why)} ({mark})")
+        lines.append(f"  {name:<{width}}{_verdict(report, name, why)} ({mark})")
     if report["dask"] is not None:
         lines.append(
             "dask          direct-to-workers "
