@@ -93,7 +93,7 @@ def _scenario(results: Path, name: str, scenario: str) -> list[str]:
     lines = [
         f"#### {scenario[:1].upper()}{scenario[1:]}",
         "",
-        f"`bench/results/{name}`: {detail}; {rounds} rounds.",
+        f"`bench/results/{name}`: CPython {data['python']}; {detail}; {rounds} rounds.",
         "",
         "| arm | " + " | ".join(measures) + " |",
         "|---|" + "---|" * len(measures),
@@ -130,9 +130,24 @@ def _toggle_note(toggle: dict[str, Any]) -> str:
     )
 
 
+def measured(results: Path, name: str) -> list[tuple[str, str]]:
+    """``name`` (CPython 3.11) and each ``NAME_py3.N.json`` a newer CPython
+    wrote, oldest first: (file, that CPython's version)."""
+    stem = name.removesuffix(".json")
+    files = [name] if (results / name).exists() else []
+    files += [p.name for p in results.glob(f"{stem}_py*.json")]
+    found = [(file, load(results, file)["python"]) for file in files]
+    return sorted(found, key=lambda pair: tuple(map(int, pair[1].split("."))))
+
+
 def render(results: Path) -> list[str]:
-    """The whole-application section, grouped by application, then scenario."""
-    found = [app for app in APPS if (results / app[0]).exists()]
+    """The whole-application section, grouped by application, then scenario,
+    a table per CPython each scenario was measured on."""
+    found = [
+        (file, label, scenario if file == name else f"{scenario}, CPython {python}")
+        for name, label, scenario in APPS
+        for file, python in measured(results, name)
+    ]
     lines = [
         "Switched only by `FASTLOOP` (or the named setting) in paired subprocesses, "
         "time with the arm over stock's (lower is better; `bench/http_app.py`, "

@@ -20,28 +20,67 @@ def _added(cpu: dict[str, float]) -> str:
     )
 
 
+#: The results files the gains quote (``NAME.json`` from CPython 3.11,
+#: ``NAME_py3.N.json`` from a newer one).
+SOURCES = (
+    "bench",
+    "dask_busy",
+    "http_busy",
+    "http_uvloop",
+    "dask_idle_streams",
+    "echo_socketpair",
+    "startup",
+    "observe_overhead",
+)
+
+
+def newest(results: Path) -> tuple[str, str]:
+    """The suffix of the newest CPython every source was measured on
+    (``""`` or ``"_py3.N"``), and that CPython's version."""
+    newer = {p.stem.removeprefix(SOURCES[0]) for p in results.glob("bench_py*.json")}
+    complete = {
+        suffix: load(results, f"{SOURCES[0]}{suffix}.json")["python"]
+        for suffix in ("", *newer)
+        if all((results / f"{name}{suffix}.json").exists() for name in SOURCES)
+    }
+    suffix = max(complete, key=lambda s: tuple(map(int, complete[s].split("."))))
+    return suffix, complete[suffix]
+
+
 def render(results: Path) -> list[str]:
-    bench = {row["name"]: row for row in load(results, "bench.json")["workloads"]}
-    busy_dask = figure(results, "dask_busy.json", "FASTLOOP=1", "1 ms actor call, p50")
-    busy_http = figure(results, "http_busy.json", "FASTLOOP=1", "time per request")
-    idle_http = figure(results, "http_uvloop.json", "FASTLOOP=1", "time per request")
-    idle = "dask_idle_streams.json"
+    suffix, python = newest(results)
+
+    def named(name: str) -> str:
+        return f"{name}{suffix}.json"
+
+    data = load(results, named("bench"))
+    bench = {row["name"]: row for row in data["workloads"]}
+    busy_dask = figure(
+        results, named("dask_busy"), "FASTLOOP=1", "1 ms actor call, p50"
+    )
+    busy_http = figure(results, named("http_busy"), "FASTLOOP=1", "time per request")
+    idle_http = figure(results, named("http_uvloop"), "FASTLOOP=1", "time per request")
+    idle = named("dask_idle_streams")
     idle_call = figure(results, idle, "FASTLOOP=1", "actor round trip")
     idle_uv = figure(results, idle, "uvloop+FASTLOOP=1", "actor round trip")
     direct = figure(results, idle, "direct_to_workers+FASTLOOP=1", "actor round trip")
-    echo = {r["arm"]: r for r in load(results, "echo_socketpair.json")["results"]}[
+    echo = {r["arm"]: r for r in load(results, named("echo_socketpair"))["results"]}[
         "FASTLOOP=1"
     ]
     startup = {
-        row["program"]: row["cpu"] for row in load(results, "startup.json")["programs"]
+        row["program"]: row["cpu"]
+        for row in load(results, named("startup"))["programs"]
     }
     observe = {
         (r["name"], r["observer"], r["baseline"]): r
-        for r in load(results, "observe_overhead.json")["results"]
+        for r in load(results, named("observe_overhead"))["results"]
     }
     watchdog = observe["onloop-chain", "watchdog", "other-thread"]
     link = f"({RESULTS_PAGE}#"
     return [
+        f"Measured on CPython {python} with Tornado {data['tornado']}; each "
+        f"figure's table, for every Python measured, is in [results]({RESULTS_PAGE}).",
+        "",
         "- **Beside threads that compute in Python** (dask/distributed#6325): a busy "
         f"dask worker's 1 ms actor call takes {_ratio(busy_dask)} of stock's time "
         f"(p50), a Tornado server's request {_ratio(busy_http)} "

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from _render_apps import interval as _interval
-from _render_apps import load
+from _render_apps import load, measured
 from fastloop.cli.bench import NOT_PER_ROUND
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -264,21 +264,28 @@ def render_writes() -> list[str]:
 
 
 def render_startup() -> list[str]:
-    """What a process pays at start-up, with ``FASTLOOP`` unset and set."""
-    startup = _load("startup.json")
-    imported = ", ".join(startup["fastloop_modules_imported"]) or "no fastloop module"
-    return [
-        "With `FASTLOOP` unset the `.pth` line costs "
-        f"{startup['median_us']:.0f} us (median, p99 {startup['p99_us']:.0f} us) "
-        f"and imports {imported}. With `FASTLOOP=1` it imports three small modules "
-        "and waits for the first event loop; what each "
-        "program's start-up costs more (`bench/startup.py`: paired processes on one "
-        "CPU, median of the paired differences of the child's CPU time with a 95% "
-        "interval, `bench/results/startup.json`; a budget is met when the "
-        "interval's upper end is within it):",
-        "",
-        *_startup_rows(startup),
-    ]
+    """What a process pays at start-up, with ``FASTLOOP`` unset and set: a
+    table per CPython measured."""
+    lines: list[str] = []
+    for name, python in measured(RESULTS, "startup.json"):
+        startup = _load(name)
+        imported = (
+            ", ".join(startup["fastloop_modules_imported"]) or "no fastloop module"
+        )
+        lines += [
+            f"On CPython {python}, with `FASTLOOP` unset the `.pth` line costs "
+            f"{startup['median_us']:.0f} us (median, p99 {startup['p99_us']:.0f} us) "
+            f"and imports {imported}. With `FASTLOOP=1` it imports three small "
+            "modules and waits for the first event loop; what each "
+            "program's start-up costs more (`bench/startup.py`: paired processes on "
+            "one CPU, median of the paired differences of the child's CPU time with "
+            f"a 95% interval, `bench/results/{name}`; a budget is met when the "
+            "interval's upper end is within it):",
+            "",
+            *_startup_rows(startup),
+            "",
+        ]
+    return lines[:-1]
 
 
 def render_samples() -> list[str]:
@@ -300,20 +307,7 @@ def render_observe() -> list[str]:
     """The watchdog and profiler section: a real log, a real flame graph, their cost."""
     episode = (RESULTS / "blocked_loop.txt").read_text().rstrip("\n")
     profile = _load("tornado_profile.json")
-    overhead = _load("observe_overhead.json")
     idle = profile["idle_samples"] / profile["samples"]
-
-    def ratio(workload: str, observer: str, baseline: str) -> str:
-        for r in overhead["results"]:
-            if (r["name"], r["observer"], r["baseline"]) == (
-                workload,
-                observer,
-                baseline,
-            ):
-                return _interval(r)
-        raise KeyError((workload, observer, baseline))
-
-    rounds = overhead["results"][0]["rounds"]
     lines = [
         f"What `{profile['command']}` logged for the app of "
         f"`bench/samples/blocked_app.py` ({profile['load']}; "
@@ -329,25 +323,9 @@ def render_observe() -> list[str]:
         "flamegraph.svg --no-idle` from the collapsed file the profiler wrote:",
         "",
         "![flame graph of the Tornado app's loop thread](bench-results/flamegraph.svg)",
-        "",
-        f"What watching costs (`bench/observe_overhead.py`, {rounds} interleaved "
-        f"rounds, CPython {overhead['python']}, `bench/results/observe_overhead.json`):",
-        "",
-        "| workload | watchdog (100 ms) | profiler (10 ms) | one parked thread, nothing else |",
-        "|---|---|---|---|",
     ]
-    for workload in ("onloop-chain", "echo-64B"):
-        lines.append(
-            f"| `{workload}`, against a process with one other thread "
-            f"| {ratio(workload, 'watchdog', 'other-thread')} "
-            f"| {ratio(workload, 'profiler', 'other-thread')} | |"
-        )
-        lines.append(
-            f"| `{workload}`, against a single-threaded process "
-            f"| {ratio(workload, 'watchdog', 'bare')} "
-            f"| {ratio(workload, 'profiler', 'bare')} "
-            f"| {ratio(workload, 'other-thread', 'bare')} |"
-        )
+    for name, python in measured(RESULTS, "observe_overhead.json"):
+        lines += ["", *_observe_table(name, python)]
     lines += [
         "",
         "Both observers are a thread. On Linux the first extra thread of any kind "
@@ -357,6 +335,36 @@ def render_observe() -> list[str]:
         "with an executor already pays it; against such a process the first "
         "two columns are the observers' own cost.",
     ]
+    return lines
+
+
+def _observe_table(name: str, python: str) -> list[str]:
+    """What the watchdog and the profiler cost, from one results file."""
+    overhead = _load(name)
+    found = {
+        (r["name"], r["observer"], r["baseline"]): _interval(r)
+        for r in overhead["results"]
+    }
+    rounds = overhead["results"][0]["rounds"]
+    lines = [
+        f"What watching costs (`bench/observe_overhead.py`, {rounds} interleaved "
+        f"rounds, CPython {python}, `bench/results/{name}`):",
+        "",
+        "| workload | watchdog (100 ms) | profiler (10 ms) | one parked thread, nothing else |",
+        "|---|---|---|---|",
+    ]
+    for workload in ("onloop-chain", "echo-64B"):
+        lines.append(
+            f"| `{workload}`, against a process with one other thread "
+            f"| {found[workload, 'watchdog', 'other-thread']} "
+            f"| {found[workload, 'profiler', 'other-thread']} | |"
+        )
+        lines.append(
+            f"| `{workload}`, against a single-threaded process "
+            f"| {found[workload, 'watchdog', 'bare']} "
+            f"| {found[workload, 'profiler', 'bare']} "
+            f"| {found[workload, 'other-thread', 'bare']} |"
+        )
     return lines
 
 
@@ -422,9 +430,8 @@ def _floor_rows() -> list[str]:
             f"{_interval(every)}. So durations are sampled by default and counts "
             f"are not, and what the default costs beyond the counting {beyond}."
         )
-    path = RESULTS / "echo_socketpair.json"
-    if path.exists():
-        probes = {r["arm"]: r for r in _load(path.name)["results"]}
+    for name, python in measured(RESULTS, "echo_socketpair.json"):
+        probes = {r["arm"]: r for r in _load(name)["results"]}
         default = probes["FASTLOOP=1"]
         verdict = "within" if default["high"] <= ECHO_SOCKETPAIR_TARGET else "over"
         alone = ", ".join(
@@ -433,10 +440,10 @@ def _floor_rows() -> list[str]:
             if arm.endswith(" alone")
         )
         lines.append(
-            "An independent probe (`bench/echo_socketpair.py`: "
+            f"An independent probe on CPython {python} (`bench/echo_socketpair.py`: "
             f"{default['per_round']:,} round trips of 64 bytes between two IOStreams "
             f"over a `socket.socketpair()`, {default['rounds']} interleaved rounds, "
-            f"`bench/results/echo_socketpair.json`): the default set, counting "
+            f"`bench/results/{name}`): the default set, counting "
             f"included, {_interval(default)} ({verdict} the "
             f"{ECHO_SOCKETPAIR_TARGET} target); each patch alone: {alone}; "
             "`write_to_fd` timing every call "
