@@ -46,7 +46,7 @@ _FIRST_ITERATIONS = itertools.count(0, 1 << 40)
 class LoopState:
     """What one IOLoop's add_callback needs; kept on the IOLoop, no cycles."""
 
-    __slots__ = ("__weakref__", "call_soon", "iteration", "listener", "lock", "ready")
+    __slots__ = ("__weakref__", "call_soon", "iteration", "listeners", "lock", "ready")
 
     def __init__(self, ready: Any, call_soon: bool) -> None:
         #: asyncio's ready deque when batching applies, else None.
@@ -64,11 +64,18 @@ class LoopState:
         #: stock's lock-free ``call_soon_threadsafe`` survives; the nested
         #: call then queues first, as it does in stock.
         self.lock = threading.RLock()
-        #: Called with each iteration's event list while set (on the loop
-        #: thread, before the loop handles them): a sleeper of this loop's
-        #: that wakes on I/O (``dask_tick``).  Only the loop thread sets it.
-        self.listener: Callable[[Any], None] | None = None
+        #: Each called with each iteration's event list (on the loop thread,
+        #: before the loop handles them): the sleepers of this loop's that
+        #: wake on its activity (``dask_tick``, ``dask_memory``).  Only the
+        #: loop thread changes it, by replacing the tuple.
+        self.listeners: tuple[Callable[[Any], None], ...] = ()
         fork.in_child(self.reset_after_fork)
+
+    def listen(self, listener: Callable[[Any], None]) -> None:
+        self.listeners = (*self.listeners, listener)
+
+    def unlisten(self, listener: Callable[[Any], None]) -> None:
+        self.listeners = tuple(each for each in self.listeners if each is not listener)
 
     def reset_after_fork(self) -> None:
         """A producer thread of the parent may have held the lock: not ours."""

@@ -26,8 +26,8 @@ iteration that opened it: a counter, bumped by a wrapper around the loop's
 ``_process_events`` (called once per iteration), stamps each batch.  The
 same wrapper reports the iteration to auto mode's controller while it
 sleeps (``fastloop.runtime.dormancy``): one attribute read while it is
-awake; and it hands the iteration's event list to the state's ``listener``
-while one is set (``dask_tick``'s sleeping ticks, ``listened``): one more.
+awake; and it hands the iteration's event list to the state's
+``listeners`` (``dask_tick``'s and ``dask_memory``'s sleepers, ``listened``).
 
 From other threads, and on the loop's thread before it runs, the batch
 class is ``RemoteBatch``: producers append under a per-IOLoop lock while
@@ -168,8 +168,7 @@ def count_iterations(loop: Any, state: LoopState, iterations: PerObject) -> bool
         state.iteration += 1
         if IDLE.asleep:
             IDLE.iterated(seen)
-        listener = state.listener
-        if listener is not None:
+        for listener in state.listeners:
             listener(event_list)
         process(loop_ref(), event_list)
 
@@ -298,7 +297,7 @@ def apply(module: ModuleType) -> list[Change]:
 
 
 def listened(ioloop: Any) -> LoopState | None:
-    """The state whose ``listener`` sees every iteration of ``ioloop``'s
+    """The state whose ``listeners`` see every iteration of ``ioloop``'s
     asyncio loop, or None where this patch does not wrap that loop's
     ``_process_events`` (not installed, uvloop, a declined loop)."""
     state = getattr(ioloop, "_fastloop_state", None)

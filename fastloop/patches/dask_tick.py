@@ -11,14 +11,14 @@ process's wake-ups.
 
 Idle.  A server's loop is idle when none of its iterations since the tick
 last ran handled an I/O event: ``add_callback``'s per-loop
-``_process_events`` wrapper hands each iteration's event list to a
-``listener`` (``Listener``, one per loop) while some tick watches; timers
-alone leave the list empty, so an idle process's other periodic callbacks
+``_process_events`` wrapper hands each iteration's event list to its
+``listeners``, among them a ``Listener`` (one per loop) while some tick
+watches; timers alone leave the list empty, so an idle process's other periodic callbacks
 are idle iterations, while a message, a new connection or another thread's
 wake-up through the self-pipe is I/O.  A tick that runs without a listener
 on its loop (uvloop, ``add_callback`` off or declined there) stays stock.
 
-Stretch.  A tick that runs awake starts watching (the listener is set);
+Stretch.  A tick that runs awake starts watching (the listener is on);
 if it runs again with no I/O iteration in between, it sets its
 PeriodicCallback's ``callback_time`` to the stretch (``longest``), which
 Tornado reads when it schedules the next run.  The first I/O iteration
@@ -208,11 +208,17 @@ class Ticks:
 
     def watch(self, state: Any, tick: Tick) -> None:
         """Put the tick on its loop's listener (made if there is none)."""
-        listener = state.listener
+        listener = next(
+            (
+                each
+                for each in state.listeners
+                if isinstance(each, Listener) and each.patch is self
+            ),
+            None,
+        )
         if listener is None:
-            listener = state.listener = Listener(self, state)
-        elif not isinstance(listener, Listener) or listener.patch is not self:
-            return  # a listener of an earlier install, or of another kind
+            listener = Listener(self, state)
+            state.listen(listener)
         listener.ticks.append(tick)
         tick.listener = listener
 
@@ -223,7 +229,7 @@ class Ticks:
         if tick.asleep:
             now = self.module.time()
             state = self.listened(tick.pc.io_loop)
-            watched = state is not None and state.listener is tick.listener
+            watched = state is not None and tick.listener in state.listeners
             elapsed = now - server._last_tick
             if not watched and elapsed > self.module.tick_maximum_delay:
                 # No iteration was seen (add_callback went meanwhile): all
@@ -251,7 +257,7 @@ class Ticks:
         state = self.listened(pc.io_loop)
         if state is None:
             return  # uvloop, add_callback off or declined there: stock
-        if tick.listener is None or state.listener is not tick.listener:
+        if tick.listener is None or tick.listener not in state.listeners:
             self.watch(state, tick)
             return
         stretch = self.longest(server)
@@ -281,8 +287,8 @@ class Ticks:
 
 
 class Listener:
-    """One loop's iterations, seen by the ticks watching it (the loop's
-    ``LoopState.listener`` while any does)."""
+    """One loop's iterations, seen by the ticks watching it (among the
+    loop's ``LoopState.listeners`` while any does)."""
 
     __slots__ = ("last", "patch", "state", "ticks")
 
@@ -302,7 +308,7 @@ class Listener:
                 if tick.asleep and gap > tick.blocked:
                     tick.blocked = gap
         if event_list or not self.patch.installed.on:
-            self.state.listener = None
+            self.state.unlisten(self)
             ticks, self.ticks = self.ticks, []
             for tick in ticks:
                 tick.listener = None
