@@ -13,10 +13,11 @@ Idle.  A server's loop is idle when none of its iterations since the tick
 last ran handled an I/O event: ``add_callback``'s per-loop
 ``_process_events`` wrapper hands each iteration's event list to its
 ``listeners``, among them a ``Listener`` (one per loop) while some tick
-watches; timers alone leave the list empty, so an idle process's other periodic callbacks
-are idle iterations, while a message, a new connection or another thread's
-wake-up through the self-pipe is I/O.  A tick that runs without a listener
-on its loop (uvloop, ``add_callback`` off or declined there) stays stock.
+watches; timers alone leave the list empty, so an idle process's other
+periodic callbacks are idle iterations, while a message, a new connection
+or another thread's wake-up through the self-pipe is I/O.  A tick that
+runs without a listener on its loop (uvloop, ``add_callback`` off or
+declined there) stays stock.
 
 Stretch.  A tick that runs awake starts watching (the listener is on);
 if it runs again with no I/O iteration in between, it sets its
