@@ -48,6 +48,7 @@ RECORDS = (
         True,
     ),
     ("dask_tick", "distributed.core", f"{__name__}.dask_tick", True),
+    ("dask_memory", "distributed.worker_memory", f"{__name__}.dask_memory", True),
 )
 
 #: Packages fastloop never imports itself, though patches target them: they

@@ -212,6 +212,11 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
             "distributed 2026.8.0",
         ),
     },
+    "distributed.threadpoolexecutor:_worker": {
+        "43258bae": (
+            "distributed 2026.8.0",
+        ),
+    },
     "distributed.worker:Worker.actor_execute": {
         "e8eee19e": (
             "distributed 2026.8.0",
@@ -234,6 +239,26 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "distributed.worker:_run_task": {
         "7a256fc2": (
+            "distributed 2026.8.0",
+        ),
+    },
+    "distributed.worker_memory:WorkerMemoryManager.__init__": {
+        "f70c9634": (
+            "distributed 2026.8.0",
+        ),
+    },
+    "distributed.worker_memory:WorkerMemoryManager._maybe_pause_or_unpause": {
+        "419e05d1": (
+            "distributed 2026.8.0",
+        ),
+    },
+    "distributed.worker_memory:WorkerMemoryManager._maybe_spill": {
+        "91cf07d7": (
+            "distributed 2026.8.0",
+        ),
+    },
+    "distributed.worker_memory:WorkerMemoryManager.memory_monitor": {
+        "e130959e": (
             "distributed 2026.8.0",
         ),
     },
