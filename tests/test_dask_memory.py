@@ -261,6 +261,46 @@ def callback_time(dask_worker: Any) -> float:
     return float(dask_worker.periodic_callbacks["memory_monitor"].callback_time)
 
 
+def test_a_thread_of_a_c_queue_pool_is_parked_once_its_cpu_time_stands_still():
+    """concurrent.futures' threads (asyncio's default executor) wait inside
+    C: parked on an empty queue only when their CPU time did not move
+    between two looks."""
+    import concurrent.futures
+
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        pool.submit(int).result()
+        (pooled,) = pool._threads
+        threads = dask_memory.Threads()
+        looks = []
+        for _ in range(100):
+            frames = dask_memory.sys._current_frames()
+            cpu: dict[int, int] = {}
+            looks.append(threads.thread_parked(pooled.ident, frames[pooled.ident], cpu))
+            threads.cpu = cpu
+            if looks[-1]:
+                break
+            time.sleep(0.01)
+        # The first look has nothing to compare with: never parked.
+        assert looks[0] is False
+        assert looks[-1] is True
+        hold = threading.Event()
+        pool.submit(hold.wait)
+        frames = dask_memory.sys._current_frames()
+        assert not threads.thread_parked(pooled.ident, frames[pooled.ident], {})
+        hold.set()
+    finally:
+        pool.shutdown()
+
+
+def test_a_thread_python_does_not_know_of_keeps_the_worker_awake(monkeypatch):
+    """More threads in the kernel's count than Python has frames for (a C
+    library's): whatever they do, not parked."""
+    frames = len(dask_memory.sys._current_frames())
+    monkeypatch.setattr(dask_memory, "threads_of_process", lambda: frames + 1)
+    assert dask_memory.Threads().parked() is False
+
+
 def test_uninstall_puts_a_sleeping_callback_back_to_its_interval():
     async def main() -> tuple[float, float]:
         async with cluster(patched=True) as (client, _, address):
