@@ -32,7 +32,12 @@ from distributed import Client, Nanny, Scheduler  # noqa: E402
 from distributed.core import Status  # noqa: E402
 
 from fastloop.patches import dask_memory  # noqa: E402
-from tests_support import STOCK_AND_PATCHED, require_installed_pth, until  # noqa: E402
+from tests_support import (  # noqa: E402
+    PATIENCE_S,
+    STOCK_AND_PATCHED,
+    require_installed_pth,
+    until,
+)
 
 MiB = 2**20
 #: The worker's memory limit; it pauses above 80% (320 MiB), spills above
@@ -149,7 +154,8 @@ async def cluster(patched: bool) -> AsyncIterator[tuple[Client, Any, str]]:
             address = nanny.worker_address
             await client.run(record_readings)
             if patched:
-                for _ in range(100):  # each look is a message: a burst of work
+                # Each look is a message: a burst of the worker's work.
+                for _ in range(PATIENCE_S * 20):
                     if (await client.run(asleep))[address]:
                         break
                     await asyncio.sleep(0.05)
@@ -228,7 +234,7 @@ def test_threads_dask_parks_and_ones_it_does_not():
         pooled = next(t for t in pool._threads)
         # dask's executor thread on its empty queue: parked.
         frames = dask_memory.sys._current_frames()
-        for _ in range(100):
+        for _ in range(PATIENCE_S * 100):
             if threads.thread_parked(pooled.ident, frames[pooled.ident], {}):
                 break
             time.sleep(0.01)
@@ -273,7 +279,7 @@ def test_a_thread_of_a_c_queue_pool_is_parked_once_its_cpu_time_stands_still():
         (pooled,) = pool._threads
         threads = dask_memory.Threads()
         looks = []
-        for _ in range(100):
+        for _ in range(PATIENCE_S * 100):
             frames = dask_memory.sys._current_frames()
             cpu: dict[int, int] = {}
             looks.append(threads.thread_parked(pooled.ident, frames[pooled.ident], cpu))
@@ -306,7 +312,7 @@ def test_uninstall_puts_a_sleeping_callback_back_to_its_interval():
         async with cluster(patched=True) as (client, _, address):
             stretched = (await client.run(uninstall_memory))[address]
             # The undo runs on the worker's loop, after the call returns.
-            for _ in range(100):
+            for _ in range(PATIENCE_S * 20):
                 restored = (await client.run(callback_time))[address]
                 if restored != stretched:
                     break
