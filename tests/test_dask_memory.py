@@ -235,7 +235,7 @@ def test_threads_dask_parks_and_ones_it_does_not():
         # dask's executor thread on its empty queue: parked.
         frames = dask_memory.sys._current_frames()
         for _ in range(PATIENCE_S * 100):
-            if threads.thread_parked(pooled.ident, frames[pooled.ident], {}):
+            if threads.thread_parked(frames[pooled.ident], None, {}, {}):
                 break
             time.sleep(0.01)
             frames = dask_memory.sys._current_frames()
@@ -243,13 +243,13 @@ def test_threads_dask_parks_and_ones_it_does_not():
             raise AssertionError("dask's idle executor thread is not parked")
         # A thread of the application's waiting on an Event (it may time
         # out or be set by anything): not parked.
-        assert not threads.thread_parked(user.ident, frames[user.ident], {})
+        assert not threads.thread_parked(frames[user.ident], None, {}, {})
         assert idents[user.ident] is user
         # A queued job: the executor thread is no longer parked.
         hold = threading.Event()
         pool.submit(hold.wait)
         frames = dask_memory.sys._current_frames()
-        assert not threads.thread_parked(pooled.ident, frames[pooled.ident], {})
+        assert not threads.thread_parked(frames[pooled.ident], None, {}, {})
         hold.set()
     finally:
         stop.set()
@@ -277,13 +277,15 @@ def test_a_thread_of_a_c_queue_pool_is_parked_once_its_cpu_time_stands_still():
     try:
         pool.submit(int).result()
         (pooled,) = pool._threads
+        native = pooled.native_id
         threads = dask_memory.Threads()
         looks = []
         for _ in range(PATIENCE_S * 100):
+            cpu = {native: dask_memory.thread_cpu_ns(native)}
             frames = dask_memory.sys._current_frames()
-            cpu: dict[int, int] = {}
-            looks.append(threads.thread_parked(pooled.ident, frames[pooled.ident], cpu))
-            threads.cpu = cpu
+            seen: dict[int, int] = {}
+            looks.append(threads.thread_parked(frames[pooled.ident], native, cpu, seen))
+            threads.cpu = seen
             if looks[-1]:
                 break
             time.sleep(0.01)
@@ -292,8 +294,9 @@ def test_a_thread_of_a_c_queue_pool_is_parked_once_its_cpu_time_stands_still():
         assert looks[-1] is True
         hold = threading.Event()
         pool.submit(hold.wait)
+        cpu = {native: dask_memory.thread_cpu_ns(native)}
         frames = dask_memory.sys._current_frames()
-        assert not threads.thread_parked(pooled.ident, frames[pooled.ident], {})
+        assert not threads.thread_parked(frames[pooled.ident], native, cpu, {})
         hold.set()
     finally:
         pool.shutdown()
@@ -320,3 +323,55 @@ def test_uninstall_puts_a_sleeping_callback_back_to_its_interval():
             return stretched, restored
 
     assert asyncio.run(main()) == (dask_memory.LONGEST_S * 1000, INTERVAL_MS)
+
+
+TWO_WORKERS = """
+import asyncio, dask, fastloop
+from distributed import Scheduler, Worker
+
+async def main():
+    with dask.config.set({"distributed.worker.memory.terminate": False}):
+        fastloop.install(["add_callback", "dask_memory"])
+        async with Scheduler(port=0, dashboard_address=":0") as s:
+            workers = [
+                Worker(s.address, nthreads=1, memory_limit="4GiB",
+                       dashboard_address=":0")
+                for _ in range(2)
+            ]
+            await asyncio.gather(*workers)
+            state = s.io_loop._fastloop_state
+            for _ in range(600):
+                if all(w.memory_manager._fastloop_memory.asleep for w in workers
+                       if hasattr(w.memory_manager, "_fastloop_memory")) and all(
+                       hasattr(w.memory_manager, "_fastloop_memory") for w in workers):
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                print("never asleep")
+                return
+            first = state.iteration
+            await asyncio.sleep(2)
+            print("iterations", state.iteration - first)
+            await asyncio.gather(*(w.close() for w in workers))
+
+asyncio.run(main())
+"""
+
+
+def test_two_sleeping_workers_on_one_loop_let_it_wait():
+    """Two workers of one process share a loop (LocalCluster(processes=False)):
+    one probe serves both, and neither keeps queueing behind the other's."""
+    import subprocess
+
+    result = subprocess.run(
+        [sys.executable, "-c", TWO_WORKERS],
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE_S * 4,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    (line,) = [x for x in result.stdout.splitlines() if x.startswith(("iter", "never"))]
+    # An idle loop of two workers and a scheduler: a few hundred iterations
+    # in 2 s; probes queueing behind each other made it hundreds of thousands.
+    assert line.startswith("iterations"), line
+    assert int(line.split()[1]) < 5000

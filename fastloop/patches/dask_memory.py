@@ -10,14 +10,15 @@ ten wake-ups a second to read one number.
 
 Quiet.  While a loop waits for its next event, the process's memory can
 change only by some other thread running.  A worker is quiet when every
-thread but its loop's is parked where only another thread or another
-process can wake it (``PARKED``, told by the thread's frames: dask's
-executor threads on an empty queue, the pipes from the nanny and from the
-parent process, dask's loop profiler, fastloop's own threads), the
-process has no thread Python does not know of, no task is executing, the
-worker is running (not paused), and its memory read below every
-threshold.  A parked thread then runs only once the loop wakes it, or
-another process does through a pipe that stops or ends the worker.
+thread but its loop's is parked where it takes no work until the loop
+gives it some (``PARKED``, told by the thread's frames, read with the GIL
+held from the frames to the last check: dask's executor threads on an
+empty queue, which wake each second only to wait again; the pipes from
+the nanny and from the parent process, which stop or end the worker;
+dask's loop profiler and fastloop's own threads, which keep what they
+hold bounded), the process has no thread Python does not know of, no task
+is executing, the worker is running (not paused), and its memory read
+below every threshold.
 
 Sleep.  A check (stock's, run by the callback) that finds its worker
 quiet stretches the callback to ``LONGEST_S``, which Tornado reads when it
@@ -29,7 +30,9 @@ wait, after every callback its iteration led to.  The probe reads the
 memory as stock's check does and looks again: still quiet, the worker
 sleeps on; not (a thread left its park or started, a task executes, the
 memory passed a threshold, the worker paused), the callback goes back to
-its interval, its next run an interval later.  So while a worker is
+its interval, its next run an interval later, and past a threshold
+stock's check runs at once.  One probe serves every sleeping worker of a
+loop.  So while a worker is
 quiet, each change of its memory is read before its loop waits again,
 where stock reads it at most an interval later; once it is not, the grid
 is stock's.  A loop that never runs out of ready callbacks is probed at
@@ -43,9 +46,15 @@ cannot tell a thread that waits from one that has just taken a job: it
 counts as parked only while its queue is empty and its CPU time has not
 moved since the probe before.  Readings a sleeping worker takes are not
 ``memory_monitor`` calls: a ``memory_monitor`` wrapped by a test or a
-plugin runs once a ``LONGEST_S`` while the worker sleeps.
+plugin runs once a ``LONGEST_S`` while the worker sleeps, and its
+callback's ``callback_time`` reads the stretch (a value set meanwhile is
+the interval it goes back to).  A check that the callback did not run (a
+direct ``await memory_monitor(...)``) reads as stock's and never stretches
+the callback.
 
-A worker built before install keeps stock's callback.  ``uninstall()``
+Where ``add_callback`` leaves the loop, no probe runs: a sleeping monitor
+reads at its next run, a ``LONGEST_S`` at most later, and is stock's from
+then on.  A worker built before install keeps stock's callback.  ``uninstall()``
 puts each stretched callback back to its interval (on its loop), and a
 ``memory_monitor`` bound before it acts as stock's from then on.  The
 nanny's monitor stays stock's: it watches the worker's process from
@@ -55,10 +64,9 @@ outside, for when that process cannot be trusted to.
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 import threading
-import time
-import weakref
 from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import Any
@@ -123,24 +131,39 @@ class Threads:
     __slots__ = ("cpu",)
 
     def __init__(self) -> None:
+        #: Native thread id -> CPU ns, for the threads parked in C last time.
         self.cpu: dict[int, int] = {}
 
     def parked(self) -> bool:
+        # First what may release the GIL (files, the threading lock); from
+        # the frames on, nothing may: a thread could take a job meanwhile.
+        counted = threads_of_process()
+        natives = {thread.ident: thread.native_id for thread in threading.enumerate()}
+        cpu = {native: thread_cpu_ns(native) for native in self.cpu}
         frames = sys._current_frames()
-        if threads_of_process() != len(frames):
+        if counted != len(frames):
             return False  # a thread Python does not know of
         here = threading.get_ident()
-        cpu: dict[int, int] = {}
+        seen: dict[int, int] = {}
         try:
             return all(
-                self.thread_parked(ident, frame, cpu)
+                self.thread_parked(frame, natives.get(ident), cpu, seen)
                 for ident, frame in frames.items()
                 if ident != here
             )
         finally:
-            self.cpu = cpu
+            self.cpu = seen
 
-    def thread_parked(self, ident: int, frame: FrameType, cpu: dict[int, int]) -> bool:
+    def thread_parked(
+        self,
+        frame: FrameType,
+        native: int | None,
+        cpu: dict[int, int],
+        seen: dict[int, int],
+    ) -> bool:
+        """Whether the thread whose innermost frame this is is parked
+        (``native``: its id in the kernel; ``cpu``: CPU times read just
+        before the frames; ``seen``: where to note one parked in C)."""
         chain = []
         below: FrameType | None = frame
         while below is not None:
@@ -162,14 +185,13 @@ class Threads:
             return True
         if kind == "queue":
             return not chain[1].f_locals["self"]._qsize()
-        if kind == "c-queue":
-            now = thread_cpu_ns(ident)
-            cpu[ident] = now
-            return (
-                now >= 0
-                and self.cpu.get(ident) == now
-                and chain[0].f_locals["work_queue"].empty()
-            )
+        if kind == "c-queue" and native is not None:
+            # Its CPU time the look before, and now (read before the frames).
+            before, now = self.cpu.get(native, -1), cpu.get(native, -1)
+            seen[native] = now
+            if now < 0 or before != now:
+                return False
+            return bool(chain[0].f_locals["work_queue"].empty())
         return False
 
 
@@ -183,39 +205,80 @@ def threads_of_process() -> int:
         return -1
 
 
-def thread_cpu_ns(ident: int) -> int:
-    """CPU time a thread has run, in ns (-1 where the OS does not say)."""
+def thread_cpu_ns(native: int) -> int:
+    """CPU time a thread of this process has run, in ns, from the kernel's
+    scheduler statistics (-1 where it does not say, or the thread is gone)."""
     try:
-        return time.clock_gettime_ns(time.pthread_getcpuclockid(ident))
-    except (AttributeError, OSError):
+        with open(f"/proc/self/task/{native}/schedstat", "rb") as stat:
+            return int(stat.read().split()[0])
+    except (OSError, IndexError, ValueError):
         return -1
 
 
 class Sleeper:
-    """One worker's memory monitor: asleep or not, and its pending probe."""
+    """One worker's memory monitor: asleep or not, and how its callback ran."""
 
-    __slots__ = (
-        "asleep",
-        "last",
-        "listener",
-        "manager",
-        "pc",
-        "probing",
-        "threads",
-        "worker",
-    )
+    __slots__ = ("asleep", "by_pc", "last", "manager", "pc", "stock_time", "worker")
 
     def __init__(self, manager: Any, worker: Any, pc: Any) -> None:
-        self.manager = weakref.ref(manager)
-        self.worker = weakref.ref(worker)
+        # Strong: its callback holds them anyway (a partial of the manager's
+        # method and the worker); a closed worker's probe wakes it, which
+        # takes it off its loop's ``Probes``.
+        self.manager = manager
+        self.worker = worker
         self.pc = pc
         self.asleep = False
-        self.probing = False
+        #: The callback's own runs of ``memory_monitor`` in progress: its
+        #: ``_run`` schedules the next one as each returns.
+        self.by_pc = 0
         #: When its memory was last read (the loop's clock).
         self.last = 0.0
+        #: The callback's interval before it was stretched.
+        self.stock_time = 0.0
+
+
+class Probes:
+    """One loop's sleeping monitors, and its one pending probe (the
+    listener on the loop's state while any monitor there sleeps)."""
+
+    __slots__ = ("monitors", "probing", "sleepers", "state", "threads")
+
+    def __init__(self, monitors: Monitors, state: Any) -> None:
+        self.monitors = monitors
+        self.state = state
+        self.sleepers: list[Sleeper] = []
+        self.probing = False
         self.threads = Threads()
-        #: What it put on its loop's listeners, while it is there.
-        self.listener: Callable[[Any], None] | None = None
+
+    def __call__(self, event_list: Any) -> None:
+        """A loop iteration began: probe once it is done."""
+        self.sleepers = [each for each in self.sleepers if each.asleep]
+        if not self.sleepers or not self.monitors.installed.on:
+            self.state.unlisten(self)
+            for sleeper in self.sleepers:
+                self.monitors.wake(sleeper)
+            self.sleepers = []
+            return
+        if not self.probing:
+            self.probing = True
+            self.sleepers[0].pc.io_loop.asyncio_loop.call_soon(self.probe)
+
+    def probe(self) -> None:
+        """Once nothing else is ready (or an interval after a reading),
+        read each sleeping worker's memory and look again."""
+        sleepers = [each for each in self.sleepers if each.asleep]
+        if not sleepers:
+            self.probing = False
+            return
+        loop = sleepers[0].pc.io_loop
+        interval = min(each.manager.memory_monitor_interval for each in sleepers)
+        oldest = min(each.last for each in sleepers)
+        if loop.asyncio_loop._ready and loop.time() - oldest < interval:
+            loop.asyncio_loop.call_soon(self.probe)
+            return
+        self.probing = False
+        for sleeper in sleepers:
+            self.monitors.look(sleeper, self.threads)
 
 
 class Monitors:
@@ -231,22 +294,33 @@ class Monitors:
         self.installed = Flag()
         self.states = PerObject("_fastloop_memory", detach=self.detach)
 
-    def quiet(self, sleeper: Sleeper, manager: Any, worker: Any) -> bool:
-        """Read the memory, as stock's check does, and say whether only the
-        loop can change it before the loop wakes again."""
+    def quiet(self, sleeper: Sleeper, threads: Threads) -> bool | None:
+        """Read the memory, as stock's check does: True if only the loop can
+        change it before the loop wakes again, None if it passed a
+        threshold (or the worker is paused), False otherwise."""
+        manager, worker = sleeper.manager, sleeper.worker
         memory = worker.monitor.get_process_memory()
         sleeper.last = sleeper.pc.io_loop.time()
         if worker.status != self.module.Status.running:
-            return False
+            return None
         limit = manager.memory_limit
         for fraction in (manager.memory_pause_fraction, manager.memory_spill_fraction):
             if fraction is not False and memory > fraction * limit:
-                return False
+                return None
         if worker.state.executing_count or worker.state.long_running:
             return False
-        return sleeper.threads.parked()
+        return threads.parked()
 
-    def after_check(self, manager: Any, worker: Any) -> None:
+    def probes(self, state: Any) -> Probes:
+        """The loop's ``Probes`` of this install, put on its listeners."""
+        for each in state.listeners:
+            if isinstance(each, Probes) and each.monitors is self:
+                return each
+        probes = Probes(self, state)
+        state.listen(probes)
+        return probes
+
+    def after_check(self, manager: Any, worker: Any, *, by_pc: bool) -> None:
         """After stock's check: sleep if the worker is quiet, else wake."""
         pc = worker.periodic_callbacks.get(CALLBACK)
         if pc is None or not pc.is_running():
@@ -255,57 +329,48 @@ class Monitors:
             manager, functools.partial(Sleeper, worker=worker, pc=pc)
         )
         state = self.listened(pc.io_loop)
-        if (
-            state is None
-            or sleeper.pc is not pc
-            or not self.quiet(sleeper, manager, worker)
-        ):
-            self.wake(sleeper, restart=False)
+        if state is None or sleeper.pc is not pc:
+            self.wake(sleeper)
             return
-        sleeper.asleep = True
-        if sleeper.listener not in state.listeners:
-            sleeper.listener = functools.partial(self.iterated, sleeper, state)
-            state.listen(sleeper.listener)
-        # The running callback schedules its next run with this, as it returns.
-        pc.callback_time = LONGEST_S * 1000
+        probes = self.probes(state)
+        if self.quiet(sleeper, probes.threads) is not True:
+            self.wake(sleeper)
+            return
+        if not sleeper.asleep:
+            sleeper.asleep = True
+            sleeper.stock_time = pc.callback_time
+            probes.sleepers.append(sleeper)
+        elif pc.callback_time != LONGEST_S * 1000:
+            sleeper.stock_time = pc.callback_time  # set meanwhile: the interval
+        # The callback's own run schedules its next one with this as it
+        # returns; a check run otherwise leaves the next run where it was.
+        if by_pc:
+            pc.callback_time = LONGEST_S * 1000
 
-    def iterated(self, sleeper: Sleeper, state: Any, event_list: Any) -> None:
-        """A loop iteration began (the listener): probe once it is done."""
-        if not sleeper.asleep or not self.installed.on:
-            if sleeper.listener is not None:
-                state.unlisten(sleeper.listener)
-                sleeper.listener = None
+    def look(self, sleeper: Sleeper, threads: Threads) -> None:
+        """A probe's look at a sleeping worker."""
+        if not self.installed.on:
+            self.wake(sleeper)
             return
-        if not sleeper.probing:
-            sleeper.probing = True
-            sleeper.pc.io_loop.asyncio_loop.call_soon(self.probe, sleeper)
+        quiet = self.quiet(sleeper, threads)
+        if quiet is True:
+            return
+        self.wake(sleeper)
+        if quiet is None and not sleeper.by_pc:
+            # Past a threshold: stock's check now, not an interval later.
+            manager, worker = sleeper.manager, sleeper.worker
+            sleeper.pc.io_loop.add_callback(manager.memory_monitor, worker)
 
-    def probe(self, sleeper: Sleeper) -> None:
-        """Once nothing else is ready (or an interval after the last
-        reading), read the memory and look again."""
-        manager, worker = sleeper.manager(), sleeper.worker()
-        if manager is None or worker is None or not sleeper.asleep:
-            sleeper.probing = False
+    def wake(self, sleeper: Sleeper) -> None:
+        """The callback back to its interval, its next run an interval from
+        now (the callback's own run in progress schedules it as it returns)."""
+        if not sleeper.asleep:
             return
-        loop = sleeper.pc.io_loop
-        interval = manager.memory_monitor_interval
-        if loop.asyncio_loop._ready and loop.time() - sleeper.last < interval:
-            loop.asyncio_loop.call_soon(self.probe, sleeper)
-            return
-        sleeper.probing = False
-        if not self.installed.on or not self.quiet(sleeper, manager, worker):
-            self.wake(sleeper, restart=True)
-
-    def wake(self, sleeper: Sleeper, *, restart: bool) -> None:
-        """The callback back to its interval: restarted (its next run an
-        interval from now) unless it is the one running."""
         sleeper.asleep = False
-        manager, worker, pc = sleeper.manager(), sleeper.worker(), sleeper.pc
-        if manager is None or worker is None:
-            return
-        pc.callback_time = manager.memory_monitor_interval * 1000
+        pc, worker = sleeper.pc, sleeper.worker
+        pc.callback_time = sleeper.stock_time
         if (
-            restart
+            not sleeper.by_pc
             and worker.periodic_callbacks.get(CALLBACK) is pc
             and pc.is_running()
         ):
@@ -316,7 +381,7 @@ class Monitors:
         # uninstall() may run on any thread: the callback restarts on its loop.
         sleeper = getattr(manager, "_fastloop_memory", None)
         if sleeper is not None and sleeper.asleep:
-            sleeper.pc.io_loop.add_callback(self.wake, sleeper, restart=True)
+            sleeper.pc.io_loop.add_callback(self.wake, sleeper)
 
 
 def check(module: ModuleType) -> str | None:
@@ -339,14 +404,28 @@ def check(module: ModuleType) -> str | None:
 
 
 def apply(module: ModuleType) -> list[Change]:
+    from tornado.ioloop import PeriodicCallback
+
+    run = PeriodicCallback.__dict__["_run"]
+    PC_RUN = run.__code__ if inspect.iscoroutinefunction(run) else None
     monitors = Monitors(module)
     installed = monitors.installed
     stock: Callable[..., Any] = monitors.stock
 
     async def memory_monitor(self: Any, worker: Any) -> None:
-        await stock(self, worker)
+        # Run by the callback: its _run awaits this coroutine (Tornado 6.3+;
+        # 6.2's schedules the next run before the coroutine starts).
+        by_pc = sys._getframe(1).f_code is PC_RUN
+        sleeper = getattr(self, "_fastloop_memory", None)
+        if sleeper is not None and by_pc:
+            sleeper.by_pc += 1
+        try:
+            await stock(self, worker)
+        finally:
+            if sleeper is not None and by_pc:
+                sleeper.by_pc -= 1
         if installed.on:
-            monitors.after_check(self, worker)
+            monitors.after_check(self, worker, by_pc=by_pc)
 
     functools.update_wrapper(memory_monitor, stock)
     return [
