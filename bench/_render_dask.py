@@ -6,7 +6,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from _render_apps import load
+from _render_apps import load, measured
 from _render_gil import _ms, _ratio, _threads
 
 RESULTS = Path(__file__).parent / "results"
@@ -112,24 +112,11 @@ def _key(what: str, against: str) -> str:
     return f"{measure}_vs_{'stock' if against == 'against stock' else 'FASTLOOP=1'}"
 
 
-#: bench/dask_idle.py's files: each CPython it ran on.
-def idle_files(results: Path) -> list[str]:
-    """Every idle-cluster result (``dask_idle.json``, and one per newer CPython
-    as ``dask_idle_py3.N.json``), oldest CPython first."""
-
-    def python(name: str) -> tuple[int, ...]:
-        version = load(results, name)["python"]
-        return tuple(int(part) for part in version.split(".")[:3])
-
-    names = ["dask_idle.json", *(p.name for p in results.glob("dask_idle_py*.json"))]
-    return sorted(names, key=python)
-
-
 def idle(results: Path = RESULTS) -> list[str]:
     """An idle scheduler, nanny and worker: CPU and wake-ups, per arm; and
     fastloop's own threads' wake-ups where the file counted them."""
     lines = []
-    for name in idle_files(results):
+    for name, _ in measured(results, "dask_idle.json"):
         data = load(results, name)
         processes = ("scheduler", "nanny", "worker")
         ours = any(

@@ -67,6 +67,17 @@ def gil_enabled() -> bool:
     return True if is_enabled is None else bool(is_enabled())
 
 
+def stretch_unsupported() -> str | None:
+    """Why a patch cannot stretch a Tornado ``PeriodicCallback`` by setting
+    its ``callback_time`` during a run (``dask_tick``, ``dask_memory``), or None."""
+    from tornado.ioloop import PeriodicCallback
+
+    update = getattr(PeriodicCallback.__dict__.get("_update_next"), "__code__", None)
+    if update is None or "callback_time" not in update.co_names:
+        return "PeriodicCallback no longer reads callback_time when it reschedules"
+    return None
+
+
 def changed_method(cls: type, needs: Mapping[str, set[str]]) -> str | None:
     """The first method of ``cls`` (its own, not a base's) whose code no longer
     uses every name ``needs`` lists for it; None if all still do."""

@@ -71,7 +71,7 @@ from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import Any
 
-from fastloop.patches import Patch
+from fastloop.patches import Patch, stretch_unsupported
 from fastloop.patches.changes import Change, Flag, PerObject, Swap
 
 #: The PeriodicCallback of ``Worker.periodic_callbacks`` that calls
@@ -395,12 +395,7 @@ def check(module: ModuleType) -> str | None:
         return "distributed.worker_memory.Status is missing"
     if not callable(getattr(sys, "_current_frames", None)):
         return "sys._current_frames is missing"
-    from tornado.ioloop import PeriodicCallback
-
-    update = getattr(PeriodicCallback.__dict__.get("_update_next"), "__code__", None)
-    if update is None or "callback_time" not in update.co_names:
-        return "PeriodicCallback no longer reads callback_time when it reschedules"
-    return None
+    return stretch_unsupported()
 
 
 def apply(module: ModuleType) -> list[Change]:

@@ -71,7 +71,7 @@ import weakref
 from types import ModuleType
 from typing import Any
 
-from fastloop.patches import Patch
+from fastloop.patches import Patch, stretch_unsupported
 from fastloop.patches.changes import Change, Flag, PerObject, Swap
 
 #: The PeriodicCallback of ``Server.periodic_callbacks`` that calls
@@ -111,12 +111,7 @@ def check(module: ModuleType) -> str | None:
         return "distributed.core.tick_maximum_delay is missing"
     if not callable(getattr(module, "time", None)):
         return "distributed.core.time is missing"
-    from tornado.ioloop import PeriodicCallback
-
-    update = getattr(PeriodicCallback.__dict__.get("_update_next"), "__code__", None)
-    if update is None or "callback_time" not in update.co_names:
-        return "PeriodicCallback no longer reads callback_time when it reschedules"
-    return None
+    return stretch_unsupported()
 
 
 class Tick:
