@@ -307,9 +307,19 @@ class Monitors:
         for fraction in (manager.memory_pause_fraction, manager.memory_spill_fraction):
             if fraction is not False and memory > fraction * limit:
                 return None
-        if worker.state.executing_count or worker.state.long_running:
+        if self.busy(worker):
             return False
         return threads.parked()
+
+    def busy(self, worker: Any) -> bool:
+        """A task runs, or the worker is not running: no sleep, whatever the
+        memory reads."""
+        state = worker.state
+        return bool(
+            state.executing_count
+            or state.long_running
+            or worker.status != self.module.Status.running
+        )
 
     def probes(self, state: Any) -> Probes:
         """The loop's ``Probes`` of this install, put on its listeners."""
@@ -333,7 +343,9 @@ class Monitors:
             self.wake(sleeper)
             return
         probes = self.probes(state)
-        if self.quiet(sleeper, probes.threads) is not True:
+        # Stock's check has just read the memory: no second reading for a
+        # worker that could not sleep whatever it reads.
+        if self.busy(worker) or self.quiet(sleeper, probes.threads) is not True:
             self.wake(sleeper)
             return
         if not sleeper.asleep:
