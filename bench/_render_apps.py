@@ -176,3 +176,39 @@ def figure(results: Path, name: str, arm: str, measure: str) -> dict[str, Any]:
         and ("FASTLOOP=1" if r.get("b", "patched") == "patched" else r["b"]) == arm
         and r["name"] == measure
     )
+
+
+def idle_apps(results: Path) -> list[str]:
+    """An idle Tornado application and an idle Jupyter Server: CPU and
+    wake-ups per arm, a table per CPython (``bench/idle_apps.py``)."""
+    from _render_gil import _ratio
+
+    lines: list[str] = []
+    for name, python in measured(results, "idle_apps.json"):
+        data = load(results, name)
+        server = data.get("jupyter_server")
+        lines += [
+            f"`bench/results/{name}`: CPython {python}, Tornado {data['tornado']}"
+            + (f", Jupyter Server {server}" if server else "")
+            + f"; {data['rounds']} interleaved rounds of {data['window_s']:g} s "
+            f"windows after {data['settle_s']:g} s; medians, CPU as a percentage "
+            "of one core and wake-ups (voluntary context switches of all threads) "
+            "a second; fastloop's threads: each one's wake-ups a second.",
+            "",
+            "| application | arm | CPU / wake-ups | CPU vs stock | wake-ups vs stock "
+            "| fastloop's threads |",
+            "|---|---|---|---|---|---|",
+        ]
+        for row in data["rows"].values():
+            threads = ", ".join(
+                f"`{thread}` {rate:.1f}"
+                for thread, rate in row["fastloop_wakeups_per_s"].items()
+            )
+            lines.append(
+                f"| {row['application']} | {row['arm']} "
+                f"| {row['cpu_percent']:.2f}% / {row['wakeups_per_s']:.1f} "
+                f"| {_ratio(row['cpu_percent_vs_stock'])} "
+                f"| {_ratio(row['wakeups_per_s_vs_stock'])} | {threads or 'none'} |"
+            )
+        lines.append("")
+    return lines[:-1]

@@ -16,10 +16,8 @@ price of its loop-health warnings, profiles, memory protection and
 dashboard series).  Reported per process and for the three together: CPU
 as a percentage of one core and wake-ups a second, medians over rounds,
 and each arm's trio against stock's as the median of paired ratios; and,
-per process, the wake-ups of fastloop's own threads, thread by thread,
-told by their OS names (``fastloop-...``: auto mode's controller names
-its thread so; from CPython 3.14 threading names the watchdog's and the
-profiler's too).  A thread that ends during the window is not counted.
+per process, the wake-ups of fastloop's own threads, thread by thread
+(``_idle_counts``).
 """
 
 from __future__ import annotations
@@ -36,6 +34,7 @@ from typing import Any
 
 import _results
 from _arms import without_fastloop
+from _idle_counts import ours_median, per_process, reading
 from fastloop import ab
 
 PROCESSES = ("scheduler", "nanny", "worker")
@@ -55,52 +54,8 @@ ARMS: dict[str, tuple[dict[str, str], bool]] = {
     # The frontier's last point: what the configuration buys, with fastloop.
     "configuration floor + FASTLOOP=1": ({**FLOOR, "FASTLOOP": "1"}, False),
 }
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: dask's command line, as this interpreter's environment installed it.
 DASK = str(Path(sys.executable).with_name("dask"))
-
-
-def cpu_s(pid: int) -> float:
-    """User and system CPU seconds of ``pid`` so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-#: The start of the OS name of each of fastloop's threads.
-OURS = "fastloop"
-
-
-def thread_wakeups(pid: int) -> dict[int, tuple[str, int]]:
-    """Each live thread of ``pid``: its OS name and voluntary context
-    switches so far (a thread that sleeps and wakes switches once)."""
-    found = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            status = (task / "status").read_text()
-        except OSError:  # the thread ended meanwhile
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        switches = int(fields["voluntary_ctxt_switches"])
-        found[int(task.name)] = (fields["Name"].strip(), switches)
-    return found
-
-
-Reading = tuple[float, dict[int, tuple[str, int]]]
-
-
-def reading(pids: dict[str, int]) -> dict[str, Reading]:
-    return {name: (cpu_s(pid), thread_wakeups(pid)) for name, pid in pids.items()}
-
-
-def ours_per_s(before: Reading, after: Reading, window: float) -> dict[str, float]:
-    """Wake-ups a second of fastloop's threads, by OS name (summed over the
-    threads of one name: a controller that ended and started again)."""
-    rates: dict[str, float] = {}
-    for tid, (name, switches) in after[1].items():
-        if name.startswith(OURS):
-            woke = switches - before[1].get(tid, (name, 0))[1]
-            rates[name] = rates.get(name, 0.0) + woke / window
-    return rates
 
 
 def workers_of(nanny: int) -> list[int]:
@@ -180,30 +135,11 @@ def one_run(arm: str, settle: float, window: float) -> dict[str, Any]:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
-    return {
-        name: {
-            "cpu_percent": 100 * (after[name][0] - before[name][0]) / window,
-            "wakeups_per_s": (
-                sum(switches for _, switches in after[name][1].values())
-                - sum(switches for _, switches in before[name][1].values())
-            )
-            / window,
-            "fastloop_wakeups_per_s": ours_per_s(before[name], after[name], window),
-        }
-        for name in PROCESSES
-    }
+    return {name: per_process(before[name], after[name], window) for name in PROCESSES}
 
 
 def trio(run: dict[str, Any], measure: str) -> float:
     return float(sum(run[name][measure] for name in PROCESSES))
-
-
-def ours_median(runs: list[dict[str, float]]) -> dict[str, float]:
-    """Per thread name, the median over runs (0 in a run without it)."""
-    names = sorted({name for run in runs for name in run})
-    return {
-        name: statistics.median(run.get(name, 0.0) for run in runs) for name in names
-    }
 
 
 def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:

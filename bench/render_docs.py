@@ -56,6 +56,7 @@ BLOCKS: tuple[tuple[str, str, Callable[[], list[str]]], ...] = (
     ("docs/dask.md", "gil-agreement", _render_dask.gil_agreement),
     ("docs/dask.md", "gil-cost", _render_dask.gil_cost),
     ("docs/dask.md", "dask-idle", _render_dask.idle),
+    ("docs/results.md", "idle-apps", lambda: _render_apps.idle_apps(RESULTS)),
     ("docs/adopting.md", "settings", _render_code.settings_table),
     ("docs/adopting.md", "dask-settings", _render_code.dask_settings_table),
     ("docs/adopting.md", "run-flags", _render_code.run_usage),

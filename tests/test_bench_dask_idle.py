@@ -1,4 +1,4 @@
-"""bench/dask_idle.py's counts of fastloop's own threads, and their rendering.
+"""Idle counts of fastloop's own threads (bench/_idle_counts.py), and their tables.
 
 Counts only (no timed run): the threads are told by their OS names, each
 one's wake-ups are its voluntary context switches, and a results file
@@ -26,7 +26,7 @@ needs_proc = pytest.mark.skipif(
 
 @needs_proc
 def test_auto_modes_controller_is_told_by_its_thread_name():
-    idle = bench_module("dask_idle")
+    idle = bench_module("_idle_counts")
     done = threading.Event()
     helper = threading.Thread(target=done.wait, daemon=True)
     try:
@@ -47,9 +47,9 @@ def test_auto_modes_controller_is_told_by_its_thread_name():
 
 
 def test_fastloops_threads_wakeups_are_counted_thread_by_thread():
-    idle = bench_module("dask_idle")
-    before = (1.0, {10: ("dask worker", 500), 11: ("fastloop-auto", 40)})
-    after = (2.0, {10: ("dask worker", 900), 11: ("fastloop-auto", 40),
+    idle = bench_module("_idle_counts")
+    before = ({}, {10: ("dask worker", 500), 11: ("fastloop-auto", 40)})
+    after = ({}, {10: ("dask worker", 900), 11: ("fastloop-auto", 40),
                    12: ("fastloop-auto", 6), 13: ("fastloop-watchd", 20)})  # fmt: skip
     # The controller ended and started again (11, then 12): one name.
     assert idle.ours_per_s(before, after, 2.0) == {
@@ -59,6 +59,28 @@ def test_fastloops_threads_wakeups_are_counted_thread_by_thread():
     assert idle.ours_median([{"fastloop-auto": 4.0}, {}, {"fastloop-auto": 0.0}]) == {
         "fastloop-auto": 0.0
     }
+
+
+def test_cpu_is_counted_thread_by_thread_over_the_window():
+    idle = bench_module("_idle_counts")
+    # 10 ran 3 ms; 11 ended (its earlier time is not taken off); 12 started
+    # during the window and ran 1 ms.
+    before = ({10: 5_000_000, 11: 9_000_000}, {})
+    after = ({10: 8_000_000, 12: 1_000_000}, {})
+    figures = idle.per_process(before, after, 2.0)
+    assert figures["cpu_percent"] == pytest.approx(100 * 0.004 / 2.0)
+
+
+@needs_proc
+def test_this_process_cpu_reads_what_it_ran():
+    idle = bench_module("_idle_counts")
+    before = idle.reading({"me": os.getpid()})["me"]
+    spent = time.thread_time_ns()
+    while time.thread_time_ns() - spent < 50_000_000:
+        pass
+    after = idle.reading({"me": os.getpid()})["me"]
+    ran = idle.per_process(before, after, 1.0)["cpu_percent"] / 100
+    assert ran >= 0.05
 
 
 def _rendered(tmp_path, counted: bool) -> str:
