@@ -49,6 +49,7 @@ RECORDS = (
     ),
     ("dask_tick", "distributed.core", f"{__name__}.dask_tick", True),
     ("dask_memory", "distributed.worker_memory", f"{__name__}.dask_memory", True),
+    ("dask_timeouts", "distributed.scheduler", f"{__name__}.dask_timeouts", True),
 )
 
 #: Packages fastloop never imports itself, though patches target them: they
@@ -69,7 +70,8 @@ def gil_enabled() -> bool:
 
 def stretch_unsupported() -> str | None:
     """Why a patch cannot stretch a Tornado ``PeriodicCallback`` by setting
-    its ``callback_time`` during a run (``dask_tick``, ``dask_memory``), or None."""
+    its ``callback_time`` during a run (``dask_tick``, ``dask_memory``,
+    ``dask_timeouts``), or None."""
     from tornado.ioloop import PeriodicCallback
 
     update = getattr(PeriodicCallback.__dict__.get("_update_next"), "__code__", None)

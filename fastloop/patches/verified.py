@@ -212,6 +212,21 @@ VERIFIED: dict[str, dict[str, tuple[str, ...]]] = {
             "distributed 2026.8.0",
         ),
     },
+    "distributed.scheduler:Scheduler._check_no_workers": {
+        "c6e6fdf3": (
+            "distributed 2026.8.0",
+        ),
+    },
+    "distributed.scheduler:Scheduler.check_idle": {
+        "5ace0171": (
+            "distributed 2026.8.0",
+        ),
+    },
+    "distributed.scheduler:SchedulerState._transition": {
+        "0c5c606c": (
+            "distributed 2026.8.0",
+        ),
+    },
     "distributed.threadpoolexecutor:_worker": {
         "43258bae": (
             "distributed 2026.8.0",

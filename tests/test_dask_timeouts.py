@@ -1,0 +1,195 @@
+"""A dask scheduler's idle and no-workers checks sleep while they have nothing to see.
+
+In-process scheduler, worker and client on one loop, ``asyncio.run``, under
+stock and under the patch: ``idle_since``, the idle timeout and the
+no-workers timeout read as stock's.  Skipped without ``distributed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+distributed = pytest.importorskip(
+    "distributed",
+    reason="needs distributed (pip install distributed); .ci/run installs it",
+)
+pytestmark = pytest.mark.dask
+
+import dask  # noqa: E402
+from distributed import Client, Scheduler, Worker  # noqa: E402
+from distributed.core import Status  # noqa: E402
+
+import fastloop  # noqa: E402
+from fastloop.patches import dask_timeouts  # noqa: E402
+from tests_support import STOCK_AND_PATCHED, until  # noqa: E402
+
+STRETCH_MS = dask_timeouts.LONGEST_S * 1000
+
+
+def patches(patched: bool) -> list[str]:
+    if not patched:
+        assert "dask_timeouts" not in fastloop.installed()
+        return []
+    return ["add_callback", "dask_timeouts"]
+
+
+def callback_times(scheduler) -> tuple[float, float]:
+    pcs = scheduler.periodic_callbacks
+    return (
+        pcs[dask_timeouts.IDLE].callback_time,
+        pcs[dask_timeouts.NO_WORKERS].callback_time,
+    )
+
+
+def asleep(scheduler) -> bool:
+    return callback_times(scheduler) == (STRETCH_MS, STRETCH_MS)
+
+
+#: The task's start, and the test letting it end (the worker shares the
+#: process: the task is pickled by reference).
+STARTED, RELEASE = threading.Event(), threading.Event()
+
+
+def task() -> int:
+    STARTED.set()
+    RELEASE.wait()
+    return 1
+
+
+async def activity_scenario(patched: bool) -> dict:
+    """Idle, a task that runs until the test lets it end, idle again."""
+    seen: dict = {}
+    with fastloop.patched(patches(patched)):
+        async with (
+            Scheduler(port=0, dashboard_address=":0") as scheduler,
+            Worker(scheduler.address, nthreads=1, dashboard_address=":0"),
+            Client(scheduler.address, asynchronous=True) as client,
+        ):
+            interval_s = (
+                scheduler.periodic_callbacks[dask_timeouts.IDLE].callback_time / 1000
+            )
+            await until(lambda: scheduler.idle_since is not None, "idle")
+            if patched:
+                await until(lambda: asleep(scheduler), "both checks asleep")
+            seen["idle"] = callback_times(scheduler)
+            started, release = STARTED, RELEASE
+            started.clear()
+            release.clear()
+            future = client.submit(task, pure=False)
+            await until(started.is_set, "the task started")
+            # Stock's check runs within an interval of the task's first
+            # transition, which came before it started: by then it has
+            # read the scheduler busy.  A sleeping check that missed the
+            # transition would read it only a stretch later.
+            await asyncio.sleep(interval_s)
+            seen["busy_idle_since"] = scheduler.idle_since
+            seen["busy"] = callback_times(scheduler)[0]
+            # A long task makes no transition: the check, awake, reads its
+            # processing, and stays awake.
+            await asyncio.sleep(3 * interval_s)
+            seen["still_busy_idle_since"] = scheduler.idle_since
+            seen["still_busy"] = callback_times(scheduler)[0]
+            release.set()
+            assert await future == 1
+            await until(lambda: scheduler.idle_since is not None, "idle again")
+            if patched:
+                await until(lambda: asleep(scheduler), "asleep again")
+                fastloop.uninstall(["dask_timeouts"])
+                await until(
+                    lambda: callback_times(scheduler) == (interval_s * 1000,) * 2,
+                    "restored",
+                )
+                pcs = scheduler.periodic_callbacks
+                seen["restored_running"] = [
+                    pcs[name].is_running()
+                    for name in (dask_timeouts.IDLE, dask_timeouts.NO_WORKERS)
+                ]
+                # The methods bound before uninstall act as stock's: awake.
+                await asyncio.sleep(3 * interval_s)
+                seen["after_uninstall"] = callback_times(scheduler)
+            pcs = dict(scheduler.periodic_callbacks)
+    seen["interval"] = interval_s * 1000
+    seen["running_after_close"] = [name for name, pc in pcs.items() if pc.is_running()]
+    return seen
+
+
+@STOCK_AND_PATCHED
+def test_idle_since_turns_none_with_the_first_transition_and_back_when_idle(patched):
+    seen = asyncio.run(activity_scenario(patched))
+    interval = seen["interval"]
+    assert seen["idle"] == ((STRETCH_MS,) * 2 if patched else (interval,) * 2)
+    assert seen["busy_idle_since"] is None
+    assert seen["busy"] == interval
+    assert seen["still_busy_idle_since"] is None
+    assert seen["still_busy"] == interval
+    assert seen["running_after_close"] == []
+    if patched:
+        assert seen["restored_running"] == [True, True]
+        assert seen["after_uninstall"] == (interval, interval)
+
+
+async def idle_timeout_scenario(patched: bool, timeout_s: float) -> dict:
+    """A scheduler with an idle timeout, left idle: it closes itself."""
+    seen: dict = {"stretched": False}
+    with (
+        dask.config.set({"distributed.scheduler.idle-timeout": f"{timeout_s}s"}),
+        fastloop.patched(patches(patched)),
+    ):
+        scheduler = await Scheduler(port=0, dashboard_address=":0")
+        try:
+            pc = scheduler.periodic_callbacks[dask_timeouts.IDLE]
+            interval_s = pc.callback_time / 1000
+            await until(lambda: scheduler.idle_since is not None, "idle")
+            idle_since = scheduler.idle_since
+            while scheduler.status not in (Status.closing, Status.closed):
+                seen["stretched"] |= pc.callback_time == STRETCH_MS
+                seen["last_seen"] = pc.callback_time
+                await asyncio.sleep(0.01)
+            closed_after = distributed.metrics.time() - idle_since
+        finally:
+            await scheduler.close()
+    seen["closed_after"] = closed_after
+    seen["interval"] = interval_s
+    return seen
+
+
+@STOCK_AND_PATCHED
+def test_the_idle_timeout_closes_the_scheduler_on_stocks_grid(patched):
+    timeout_s = 3 * dask_timeouts.LONGEST_S
+    seen = asyncio.run(idle_timeout_scenario(patched, timeout_s))
+    # Sleeping only while the deadline is more than a stretch away, the
+    # check is back on its interval for the last stretch before it.
+    assert seen["stretched"] == patched
+    assert seen["last_seen"] == seen["interval"] * 1000
+    assert seen["closed_after"] >= timeout_s
+
+
+async def no_workers_scenario(patched: bool) -> dict:
+    """No worker: a task fails once the no-workers timeout, set on the
+    running scheduler, passes."""
+    seen: dict = {}
+    with fastloop.patched(patches(patched)):
+        async with (
+            Scheduler(port=0, dashboard_address=":0") as scheduler,
+            Client(scheduler.address, asynchronous=True) as client,
+        ):
+            pc = scheduler.periodic_callbacks[dask_timeouts.NO_WORKERS]
+            interval = pc.callback_time
+            if patched:
+                await until(lambda: pc.callback_time == STRETCH_MS, "asleep")
+            scheduler.no_workers_timeout = 0.2
+            future = client.submit(int, "1", pure=False)
+            with pytest.raises(distributed.scheduler.NoWorkerError):
+                await future
+            seen["after_timeout"] = pc.callback_time
+            seen["interval"] = interval
+    return seen
+
+
+@STOCK_AND_PATCHED
+def test_a_no_workers_timeout_set_while_it_sleeps_fails_the_task(patched):
+    seen = asyncio.run(no_workers_scenario(patched))
+    assert seen["after_timeout"] == seen["interval"]
