@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 import types
 
@@ -306,3 +307,41 @@ def test_a_block_seen_while_asleep_is_one_tick_logged_with_its_gap(caplog):
     assert server._tick_counter == len(server.durations)
     assert sum(server.durations) == pytest.approx(1.5)
     assert server._last_tick == 101.5 and tick.blocked == 0.0
+
+
+async def lone_io_scenario(tries: int) -> list[int]:
+    """A scheduler alone, its tick asleep; one readable byte at a time on a
+    socket its loop watches (I/O, and nothing else): how many of the tick's
+    runs are awake before it sleeps again, each time."""
+    awake = []
+    with fastloop.patched(patches(True)):
+        async with Scheduler(port=0, dashboard_address=":0") as scheduler:
+            runs = counted_runs(scheduler)
+            interval_ms = scheduler._tick_interval * 1000
+            reader, writer = socket.socketpair()
+            loop = asyncio.get_running_loop()
+            loop.add_reader(reader, reader.recv, 1)
+            try:
+                for _ in range(tries):
+                    await until(lambda: stretched(scheduler), "asleep")
+                    tick = scheduler._fastloop_tick
+                    wakes, first = tick.wakes, len(runs)
+                    writer.send(b"x")
+                    await until(
+                        lambda tick=tick, wakes=wakes: tick.wakes > wakes,
+                        "woken by the byte",
+                    )
+                    await until(lambda: stretched(scheduler), "asleep again")
+                    awake.append(sum(each == interval_ms for each in runs[first:]))
+            finally:
+                loop.remove_reader(reader)
+                reader.close()
+                writer.close()
+    return awake
+
+
+def test_a_lone_io_burst_keeps_the_tick_awake_for_one_run():
+    # The woken tick watches from the I/O that woke it: its next run finds
+    # no more and sleeps again (watching only from that run would take two).
+    awake = asyncio.run(lone_io_scenario(tries=5))
+    assert min(awake) == 1, awake

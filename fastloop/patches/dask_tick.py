@@ -25,7 +25,9 @@ PeriodicCallback's ``callback_time`` to the stretch (``longest``), which
 Tornado reads when it schedules the next run.  The first I/O iteration
 takes the listener off, and wakes each sleeping tick there and then: the
 callback back to the interval, stopped and started again (its next run an
-interval later), before the loop handles that I/O.  So a busy loop calls
+interval later), before the loop handles that I/O; the woken tick watches
+from there, so that its next run stretches it again unless more I/O came
+meanwhile (a lone heartbeat costs one awake tick).  So a busy loop calls
 the listener until its first I/O iteration after each tick: about once a
 tick.
 
@@ -310,6 +312,11 @@ class Listener:
                 tick.listener = None
                 if tick.asleep:
                     self.patch.wake(tick, now)
+                    if self.patch.installed.on and tick.server() is not None:
+                        # Watching from the wake: the I/O that woke it is
+                        # this iteration's, and no more than that need keep
+                        # it awake past its next run.
+                        self.patch.watch(self.state, tick)
 
 
 def apply(module: ModuleType) -> list[Change]:
