@@ -193,3 +193,113 @@ async def no_workers_scenario(patched: bool) -> dict:
 def test_a_no_workers_timeout_set_while_it_sleeps_fails_the_task(patched):
     seen = asyncio.run(no_workers_scenario(patched))
     assert seen["after_timeout"] == seen["interval"]
+
+
+def chains(pc) -> int:
+    """The timers pending on the loop that would run ``pc``."""
+    loop = asyncio.get_running_loop()
+    return sum(
+        1
+        for handle in loop._scheduled
+        if not handle.cancelled()
+        and getattr(getattr(handle._args[0], "func", None), "__self__", None) is pc
+    )
+
+
+async def rewind_scenario() -> dict:
+    """``rewind`` in the callback's own run, and between its timer firing
+    and its run (from Tornado 6.3 the run starts an iteration later)."""
+    from tornado.ioloop import PeriodicCallback
+
+    from fastloop.patches import rewind
+
+    seen: dict = {}
+    ran = asyncio.Event()
+
+    def inside() -> None:
+        rewind(pc, 100)
+        ran.set()
+
+    pc = PeriodicCallback(inside, 50)
+    pc.start()
+    await ran.wait()
+    await asyncio.sleep(0)
+    seen["inside"] = chains(pc)
+    pc.stop()
+
+    pc = PeriodicCallback(lambda: None, 50)
+    pc.start()
+    loop = asyncio.get_running_loop()
+    # Due just after the callback's timer (Tornado converts its deadline
+    # the same way): runs in the iteration that fires it.
+    delay = pc._next_timeout - pc.io_loop.time() + 1e-6
+    fired = asyncio.Event()
+
+    def between() -> None:
+        rewind(pc, 100)
+        fired.set()
+
+    loop.call_later(delay, between)
+    await fired.wait()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    seen["between"] = chains(pc)
+    pc.stop()
+    return seen
+
+
+def test_rewind_never_leaves_two_timer_chains():
+    assert asyncio.run(rewind_scenario()) == {"inside": 1, "between": 1}
+
+
+async def runtime_settings_scenario(patched: bool) -> dict:
+    """Timeouts and an interval set on a running, idle scheduler: each check
+    reads them as stock's, and none of them is lost to a sleep."""
+    seen: dict = {}
+    errors: list = []
+    with fastloop.patched(patches(patched)):
+        async with Scheduler(port=0, dashboard_address=":0") as scheduler:
+            asyncio.get_running_loop().set_exception_handler(
+                lambda loop, context: errors.append(context)
+            )
+            pcs = scheduler.periodic_callbacks
+            idle, no_workers = pcs[dask_timeouts.IDLE], pcs[dask_timeouts.NO_WORKERS]
+            interval = idle.callback_time
+            await until(lambda: scheduler.idle_since is not None, "idle")
+            if patched:
+                await until(lambda: asleep(scheduler), "both checks asleep")
+            # Set on the loop: the probe looks before the loop next waits.
+            scheduler.no_workers_timeout = 60.0
+            scheduler.idle_timeout = 60.0
+            await asyncio.sleep(0.001)
+            seen["after_timeouts"] = callback_times(scheduler)
+            scheduler.no_workers_timeout = None
+            scheduler.idle_timeout = None
+            if patched:
+                await until(lambda: asleep(scheduler), "asleep again")
+            # A user's interval, set while it sleeps, survives the wake.
+            idle.callback_time = 2 * interval
+            scheduler.new_task("x", None, "released")
+            scheduler.transitions({"x": "forgotten"}, "test")
+            await asyncio.sleep(0.001)
+            seen["users_interval"] = idle.callback_time
+            if patched:
+                # Uninstalled from a callback, behind a pending probe.
+                asyncio.get_running_loop().call_soon(
+                    fastloop.uninstall, ["dask_timeouts"]
+                )
+                await until(lambda: no_workers.callback_time == interval, "restored")
+                for _ in range(3):
+                    await asyncio.sleep(0)
+    seen["interval"] = interval
+    seen["errors"] = errors
+    return seen
+
+
+@STOCK_AND_PATCHED
+def test_timeouts_and_intervals_set_at_run_time_read_as_stocks(patched):
+    seen = asyncio.run(runtime_settings_scenario(patched))
+    interval = seen["interval"]
+    assert seen["after_timeouts"] == (interval, interval)
+    assert seen["users_interval"] == 2 * interval
+    assert seen["errors"] == []

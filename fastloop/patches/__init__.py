@@ -75,9 +75,30 @@ def stretch_unsupported() -> str | None:
     from tornado.ioloop import PeriodicCallback
 
     update = getattr(PeriodicCallback.__dict__.get("_update_next"), "__code__", None)
-    if update is None or "callback_time" not in update.co_names:
+    if update is None or not {"callback_time", "_next_timeout"} <= set(update.co_names):
         return "PeriodicCallback no longer reads callback_time when it reschedules"
     return None
+
+
+def after_timers(loop: Any, callback: Callable[[], None]) -> None:
+    """Run ``callback`` on ``loop`` behind its next iteration's handles: as a
+    timer due now, which asyncio moves to the ready queue behind what is
+    there and behind the timers due before it.  Called as an iteration
+    begins (a listener, before the due timers move), it runs last in that
+    iteration; whatever is ready then is for the iteration after."""
+    loop.call_at(loop.time(), callback)
+
+
+def rewind(pc: Any, callback_time: float) -> None:
+    """Put a stretched ``PeriodicCallback`` back to ``callback_time``, its
+    next run that long from now: unless a run is due or under way (its
+    timer has fired; from Tornado 6.3 the run, a coroutine, starts an
+    iteration later), which reschedules with ``callback_time`` as it ends,
+    where a restart would leave two timer chains."""
+    pc.callback_time = callback_time
+    if pc.is_running() and pc._next_timeout > pc.io_loop.time():
+        pc.stop()
+        pc.start()
 
 
 def changed_method(cls: type, needs: Mapping[str, set[str]]) -> str | None:

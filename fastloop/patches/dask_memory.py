@@ -24,9 +24,10 @@ Sleep.  A check (stock's, run by the callback) that finds its worker
 quiet stretches the callback to ``LONGEST_S``, which Tornado reads when it
 schedules the next run, and puts the worker on its loop's listeners
 (``add_callback``'s per-loop ``_process_events`` wrapper).  From then on
-each loop iteration schedules a probe, which queues itself again behind
-whatever else is ready until nothing is: it runs as the loop is about to
-wait, after every callback its iteration led to.  The probe reads the
+each loop iteration schedules a probe behind its handles and due timers
+(``after_timers``), which waits for the next iteration's while any are
+ready: it runs as the loop is about to wait, after every callback its
+iteration led to, and costs no iteration of its own.  The probe reads the
 memory as stock's check does and looks again: still quiet, the worker
 sleeps on; not (a thread left its park or started, a task executes, the
 memory passed a threshold, the worker paused), the callback goes back to
@@ -71,7 +72,7 @@ from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import Any
 
-from fastloop.patches import Patch, stretch_unsupported
+from fastloop.patches import Patch, after_timers, rewind, stretch_unsupported
 from fastloop.patches.changes import Change, Flag, PerObject, Swap
 
 #: The PeriodicCallback of ``Worker.periodic_callbacks`` that calls
@@ -261,7 +262,7 @@ class Probes:
             return
         if not self.probing:
             self.probing = True
-            self.sleepers[0].pc.io_loop.asyncio_loop.call_soon(self.probe)
+            after_timers(self.sleepers[0].pc.io_loop.asyncio_loop, self.probe)
 
     def probe(self) -> None:
         """Once nothing else is ready (or an interval after a reading),
@@ -274,7 +275,7 @@ class Probes:
         interval = min(each.manager.memory_monitor_interval for each in sleepers)
         oldest = min(each.last for each in sleepers)
         if loop.asyncio_loop._ready and loop.time() - oldest < interval:
-            loop.asyncio_loop.call_soon(self.probe)
+            after_timers(loop.asyncio_loop, self.probe)
             return
         self.probing = False
         for sleeper in sleepers:
@@ -380,14 +381,10 @@ class Monitors:
             return
         sleeper.asleep = False
         pc, worker = sleeper.pc, sleeper.worker
-        pc.callback_time = sleeper.stock_time
-        if (
-            not sleeper.by_pc
-            and worker.periodic_callbacks.get(CALLBACK) is pc
-            and pc.is_running()
-        ):
-            pc.stop()
-            pc.start()
+        if not sleeper.by_pc and worker.periodic_callbacks.get(CALLBACK) is pc:
+            rewind(pc, sleeper.stock_time)
+        else:
+            pc.callback_time = sleeper.stock_time
 
     def detach(self, manager: Any) -> None:
         # uninstall() may run on any thread: the callback restarts on its loop.

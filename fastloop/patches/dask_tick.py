@@ -73,7 +73,7 @@ import weakref
 from types import ModuleType
 from typing import Any
 
-from fastloop.patches import Patch, stretch_unsupported
+from fastloop.patches import Patch, rewind, stretch_unsupported
 from fastloop.patches.changes import Change, Flag, PerObject, Swap
 
 #: The PeriodicCallback of ``Server.periodic_callbacks`` that calls
@@ -189,10 +189,10 @@ class Ticks:
         tick.asleep = False
         if pc is None:
             return
-        pc.callback_time = server._tick_interval * 1000
-        if server.periodic_callbacks.get(CALLBACK) is pc and pc.is_running():
-            pc.stop()
-            pc.start()
+        if server.periodic_callbacks.get(CALLBACK) is pc:
+            rewind(pc, server._tick_interval * 1000)
+        else:
+            pc.callback_time = server._tick_interval * 1000
 
     def wake(self, tick: Tick, now: float) -> None:
         server = tick.server()

@@ -9,36 +9,38 @@ idle for ``distributed.scheduler.idle-timeout``; ``_check_no_workers``
 neither timeout set (the defaults) an idle scheduler still wakes eight
 times a second for them.
 
-No-workers.  With ``no_workers_timeout`` None, stock's check returns at
-once: a run that finds it None stretches the callback to ``LONGEST_S``,
-and a run that finds it set puts the interval back.  A timeout set on a
-running scheduler is checked from its next run, a ``LONGEST_S`` later at
-most.
+Sleep.  A check the callback runs that finds nothing to see stretches
+the callback to ``LONGEST_S``, which Tornado reads when it schedules the
+next run, and puts the scheduler on its loop's listeners
+(``add_callback``'s per-loop ``_process_events`` wrapper).  Nothing to
+see: for the no-workers check, ``no_workers_timeout`` unset (stock's
+check then returns at once); for the idle check, the scheduler idle
+(``idle_since`` set, running, no graph being added, no Jupyter server,
+whose activity counts too) and its idle timeout, if any, more than a
+stretch away, so that it closes on stock's grid.
 
-Idle.  Only a transition of a task (``transition_counter``) or a graph
-being added (``_active_graph_updates``) ends the scheduler's idleness, and
-both happen on its loop.  A check the callback runs that finds the
-scheduler idle (``idle_since`` set, status running, no Jupyter server,
-whose activity counts too) and nothing changed since the check before
-stretches the callback to ``LONGEST_S`` and puts the scheduler on its
-loop's listeners (``add_callback``'s per-loop ``_process_events``
-wrapper).  From then on each loop iteration schedules a probe that runs as
-the loop is about to wait (it queues itself again behind whatever else is
-ready, for at most an interval): it compares the two counters with the
-check's.  Any change wakes the check: stock's check runs there and then
-(``idle_since`` turns None, as stock's next check, at most an interval
-later, would make it) and the callback goes back to its interval, its next
-run an interval later.  With an idle timeout set the callback sleeps only
-while the deadline is more than a stretch away, so the scheduler closes on
-stock's grid.
+Wake.  Only a transition of a task (``transition_counter``) or a graph
+being added (``_active_graph_updates``) ends the scheduler's idleness,
+and dask makes both on the scheduler's loop.  While a check sleeps, each
+loop iteration schedules a probe behind its handles and due timers
+(``after_timers``), which waits for the next iteration's while any are
+ready, for an interval at most: it runs as the loop is about to wait.  It
+compares what the idle check read (the two counters, the idle timeout)
+and the no-workers timeout with what they are now.  A change wakes that
+check: the callback goes back to its interval, its next run an interval
+later (``rewind``), and stock's check runs there and then: so
+``idle_since`` turns None before the loop waits, where stock's next check
+would turn it at most an interval later, and a timeout set on a running
+scheduler counts from then.
 
-What it trades.  While the scheduler is idle, ``idle_since`` is the value
-stock's check set when idleness began; a reader sees it turn None before
-the loop next waits after the first transition, where stock's grid turns
-it at most an interval later.  Where ``add_callback`` leaves the loop (not
-installed there, uvloop), the idle check stays stock's.  ``uninstall()``
-puts each stretched callback back to its interval (on its loop), and a
-method bound before it acts as stock's from then on.
+What it trades.  While the scheduler stays idle, ``idle_since`` is the
+value stock's check set when idleness began, as stock's.  A transition
+made off the loop (dask makes none) is seen at the next iteration.  A
+``callback_time`` set while a check sleeps is kept when it wakes (one
+equal to the stretch reads as the stretch).  Where ``add_callback``
+leaves the loop (not installed there, uvloop) both checks stay stock's.
+``uninstall()`` wakes every sleeping check (on its loop), and a method
+bound before it acts as stock's from then on.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from fastloop.patches import Patch, stretch_unsupported
+from fastloop.patches import Patch, after_timers, rewind, stretch_unsupported
 from fastloop.patches.changes import Change, Flag, PerObject, Swap
 
 #: The PeriodicCallbacks of ``Scheduler.periodic_callbacks`` this sleeps.
@@ -57,68 +59,98 @@ NO_WORKERS = "no-workers-timeout"
 
 #: The longest a sleeping check's callback waits, in seconds.
 LONGEST_S = 1.0
+STRETCH_MS = LONGEST_S * 1000
+
+
+class Asleep:
+    """One sleeping check: its callback, and the interval it goes back to."""
+
+    __slots__ = ("pc", "stock_time")
+
+    def __init__(self, pc: Any) -> None:
+        self.pc = pc
+        self.stock_time: float = pc.callback_time
 
 
 class Sleeper:
-    """One scheduler check's callback while it sleeps: what it was, and
-    the counters its last check read."""
+    """A scheduler's sleeping checks, and what its idle check last read."""
 
-    __slots__ = ("graphs", "pc", "stock_time", "transitions")
+    __slots__ = (
+        "graphs",
+        "idle",
+        "idle_timeout",
+        "no_workers",
+        "scheduler",
+        "transitions",
+    )
 
-    def __init__(self, pc: Any, stock_time: float) -> None:
-        self.pc = pc
-        #: The callback's interval before it was stretched.
-        self.stock_time = stock_time
+    def __init__(self, scheduler: Any) -> None:
+        # Strong: its callbacks hold the scheduler anyway; a closed
+        # scheduler's probe wakes both, which takes it off its loop's Probe.
+        self.scheduler = scheduler
+        self.idle: Asleep | None = None
+        self.no_workers: Asleep | None = None
         self.transitions = -1
         self.graphs = -1
+        self.idle_timeout: Any = None
+
+    def asleep(self) -> bool:
+        return self.idle is not None or self.no_workers is not None
+
+    def interval(self) -> float:
+        """The shortest interval of its sleeping checks, in seconds."""
+        times = [each.stock_time for each in (self.idle, self.no_workers) if each]
+        return min(times, default=STRETCH_MS) / 1000
 
 
 class Probe:
-    """One loop's sleeping idle checks, and its one pending probe (the
+    """One loop's sleeping schedulers, and its one pending probe (the
     listener on the loop's state while any check there sleeps)."""
 
-    __slots__ = ("checks", "last", "pending", "schedulers", "state")
+    __slots__ = ("checks", "last", "pending", "sleepers", "state")
 
     def __init__(self, checks: Checks, state: Any) -> None:
         self.checks = checks
         self.state = state
-        self.schedulers: list[Any] = []
+        self.sleepers: list[Sleeper] = []
         self.pending = False
         #: When the probe last looked (the loop's clock).
         self.last = 0.0
 
     def __call__(self, event_list: Any) -> None:
         """A loop iteration began: look once it is done."""
-        if not self.schedulers or not self.checks.installed.on:
+        self.sleepers = [each for each in self.sleepers if each.asleep()]
+        if not self.sleepers or not self.checks.installed.on:
             self.state.unlisten(self)
-            schedulers, self.schedulers = self.schedulers, []
-            for scheduler in schedulers:
-                self.checks.wake_idle(scheduler)
+            sleepers, self.sleepers = self.sleepers, []
+            for sleeper in sleepers:
+                self.checks.wake(sleeper)
             return
         if not self.pending:
             self.pending = True
-            self.schedulers[0].io_loop.asyncio_loop.call_soon(self.probe)
+            after_timers(self.sleepers[0].scheduler.io_loop.asyncio_loop, self.probe)
 
     def probe(self) -> None:
-        if not self.schedulers:
+        """Once the loop is about to wait (or an interval after the last
+        look), wake each check that has something to see."""
+        sleepers = [each for each in self.sleepers if each.asleep()]
+        if not sleepers or not self.checks.installed.on:
             self.pending = False
             return
-        ioloop = self.schedulers[0].io_loop
-        interval = min(each._fastloop_idle_check.stock_time for each in self.schedulers)
+        ioloop = sleepers[0].scheduler.io_loop
         now = ioloop.time()
-        if ioloop.asyncio_loop._ready and (now - self.last) * 1000 < interval:
-            ioloop.asyncio_loop.call_soon(self.probe)
+        interval = min(each.interval() for each in sleepers)
+        if ioloop.asyncio_loop._ready and now - self.last < interval:
+            after_timers(ioloop.asyncio_loop, self.probe)
             return
         self.pending, self.last = False, now
-        for scheduler in list(self.schedulers):
-            if not self.checks.unchanged(scheduler):
-                self.checks.wake_idle(scheduler)
-                self.checks.stock_idle(scheduler)
+        for sleeper in sleepers:
+            self.checks.look(sleeper)
 
 
 class Checks:
     """What the replacements share: dask's module, the stock methods, the
-    installed flag and the sleeping callbacks."""
+    installed flag and the schedulers' ``Sleeper`` states."""
 
     def __init__(self, module: ModuleType) -> None:
         from fastloop.patches.add_callback import listened
@@ -128,63 +160,19 @@ class Checks:
         self.stock_idle = module.Scheduler.__dict__["check_idle"]
         self.stock_no_workers = module.Scheduler.__dict__["_check_no_workers"]
         self.installed = Flag()
-        self.idle = PerObject("_fastloop_idle_check", detach=self.detach_idle)
-        self.no_workers = PerObject(
-            "_fastloop_no_workers_check", detach=self.detach_no_workers
-        )
+        self.states = PerObject("_fastloop_timeouts", detach=self.detach)
 
     def running(self, scheduler: Any, name: str) -> Any:
         """The scheduler's callback ``name`` if it runs, else None."""
         pc = scheduler.periodic_callbacks.get(name)
         return pc if pc is not None and pc.is_running() else None
 
-    def unchanged(self, scheduler: Any) -> bool:
-        """Whether the scheduler is as idle as its sleeping check left it."""
-        sleeper: Sleeper = scheduler._fastloop_idle_check
-        return bool(
-            scheduler.idle_since is not None
-            and scheduler.status == self.module.Status.running
-            and scheduler.transition_counter == sleeper.transitions
-            and scheduler._active_graph_updates == sleeper.graphs
-        )
-
-    def after_idle(self, scheduler: Any) -> None:
-        """After stock's idle check, run by its callback: sleep or wake."""
-        pc = self.running(scheduler, IDLE)
-        sleeper: Sleeper | None = getattr(scheduler, "_fastloop_idle_check", None)
-        if pc is None or (sleeper is not None and sleeper.pc is not pc):
-            self.wake_idle(scheduler, by_pc=True)
-            return
+    def probe(self, pc: Any) -> Probe | None:
+        """The Probe of this install on ``pc``'s loop (put on its
+        listeners), or None where ``add_callback`` does not see the loop."""
         state = self.listened(pc.io_loop)
-        deadline = (
-            scheduler.idle_since + scheduler.idle_timeout
-            if scheduler.idle_timeout and scheduler.idle_since is not None
-            else None
-        )
-        if (
-            state is None
-            or scheduler.jupyter
-            or scheduler.idle_since is None
-            or scheduler._active_graph_updates
-            or scheduler.status != self.module.Status.running
-            or (deadline is not None and self.module.time() + LONGEST_S >= deadline)
-        ):
-            self.wake_idle(scheduler, by_pc=True)
-            return
-        if sleeper is None:
-            sleeper = Sleeper(pc, pc.callback_time)
-            if not self.idle.put(scheduler, _fastloop_idle_check=sleeper):
-                return  # uninstalled meanwhile
-            self.probe(state).schedulers.append(scheduler)
-        elif pc.callback_time != LONGEST_S * 1000:
-            sleeper.stock_time = pc.callback_time  # set meanwhile: the interval
-        sleeper.transitions = scheduler.transition_counter
-        sleeper.graphs = scheduler._active_graph_updates
-        # Tornado schedules the next run with this as the callback returns.
-        pc.callback_time = LONGEST_S * 1000
-
-    def probe(self, state: Any) -> Probe:
-        """The loop's ``Probe`` of this install, put on its listeners."""
+        if state is None:
+            return None
         for each in state.listeners:
             if isinstance(each, Probe) and each.checks is self:
                 return each
@@ -192,61 +180,129 @@ class Checks:
         state.listen(probe)
         return probe
 
-    def wake_idle(self, scheduler: Any, *, by_pc: bool = False) -> None:
-        """The idle check's callback back to its interval, its next run an
-        interval from now (``by_pc``: the callback's own run is in progress,
-        and schedules it as it returns)."""
-        sleeper: Sleeper | None = getattr(scheduler, "_fastloop_idle_check", None)
+    def sleeper(self, scheduler: Any, pc: Any) -> Sleeper | None:
+        """The scheduler's Sleeper, on its loop's Probe (None: stay stock)."""
+        sleeper: Sleeper | None = getattr(scheduler, "_fastloop_timeouts", None)
+        if sleeper is None:
+            made = self.states.setdefault(scheduler, Sleeper)
+            if getattr(scheduler, "_fastloop_timeouts", None) is not made:
+                return None  # uninstalled meanwhile
+            sleeper = made
+        probe = self.probe(pc)
+        if probe is None:
+            return None
+        if sleeper not in probe.sleepers:
+            probe.sleepers.append(sleeper)
+        return sleeper
+
+    def idle_quiet(self, scheduler: Any) -> bool:
+        """Whether the idle check, just run, may sleep: the scheduler idle,
+        no Jupyter server, the deadline (if any) more than a stretch away."""
+        if (
+            scheduler.idle_since is None
+            or scheduler.jupyter
+            or scheduler._active_graph_updates
+            or scheduler.status != self.module.Status.running
+        ):
+            return False
+        timeout = scheduler.idle_timeout
+        return not timeout or (
+            self.module.time() + LONGEST_S < scheduler.idle_since + timeout
+        )
+
+    def after_idle(self, scheduler: Any) -> None:
+        """After stock's idle check, run by its callback: sleep or wake."""
+        pc = self.running(scheduler, IDLE)
+        sleeper: Sleeper | None = getattr(scheduler, "_fastloop_timeouts", None)
+        if pc is None or not self.idle_quiet(scheduler):
+            if sleeper is not None:
+                self.wake_idle(sleeper, by_pc=True)
+            return
+        sleeper = self.sleeper(scheduler, pc)
         if sleeper is None:
             return
-        self.idle.put(scheduler, _fastloop_idle_check=None)
-        state = self.listened(sleeper.pc.io_loop)
-        probe = self.probe(state) if state is not None else None
-        if probe is not None and scheduler in probe.schedulers:
-            probe.schedulers.remove(scheduler)
-        pc = sleeper.pc
-        pc.callback_time = sleeper.stock_time
-        if not by_pc and self.running(scheduler, IDLE) is pc:
-            pc.stop()
-            pc.start()
+        if sleeper.idle is None or sleeper.idle.pc is not pc:
+            sleeper.idle = Asleep(pc)
+        elif pc.callback_time != STRETCH_MS:
+            sleeper.idle.stock_time = pc.callback_time  # set meanwhile
+        sleeper.transitions = scheduler.transition_counter
+        sleeper.graphs = scheduler._active_graph_updates
+        sleeper.idle_timeout = scheduler.idle_timeout
+        # Tornado schedules the next run with this as the callback returns.
+        pc.callback_time = STRETCH_MS
 
     def after_no_workers(self, scheduler: Any) -> None:
         """After stock's no-workers check, run by its callback."""
         pc = self.running(scheduler, NO_WORKERS)
-        if pc is None:
+        sleeper: Sleeper | None = getattr(scheduler, "_fastloop_timeouts", None)
+        if pc is None or scheduler.no_workers_timeout is not None:
+            if sleeper is not None:
+                self.wake_no_workers(sleeper, by_pc=True)
             return
-        stock_time: float | None = getattr(
-            scheduler, "_fastloop_no_workers_check", None
-        )
-        if scheduler.no_workers_timeout is None:
-            if stock_time is None or pc.callback_time != LONGEST_S * 1000:
-                # The interval (a value set meanwhile replaces stock's).
-                stock_time = pc.callback_time
-            if self.no_workers.put(scheduler, _fastloop_no_workers_check=stock_time):
-                pc.callback_time = LONGEST_S * 1000
-        elif stock_time is not None:
-            self.no_workers.put(scheduler, _fastloop_no_workers_check=None)
-            pc.callback_time = stock_time
+        sleeper = self.sleeper(scheduler, pc)
+        if sleeper is None:
+            return
+        if sleeper.no_workers is None or sleeper.no_workers.pc is not pc:
+            sleeper.no_workers = Asleep(pc)
+        elif pc.callback_time != STRETCH_MS:
+            sleeper.no_workers.stock_time = pc.callback_time  # set meanwhile
+        pc.callback_time = STRETCH_MS
 
-    def detach_idle(self, scheduler: Any) -> None:
-        # uninstall() may run on any thread: the callback restarts on its loop.
-        sleeper = getattr(scheduler, "_fastloop_idle_check", None)
-        if sleeper is not None:
-            sleeper.pc.io_loop.add_callback(
-                self.restore, sleeper.pc, sleeper.stock_time
-            )
+    def look(self, sleeper: Sleeper) -> None:
+        """A probe's look: wake each check that has something to see."""
+        scheduler = sleeper.scheduler
+        running = scheduler.status == self.module.Status.running
+        if sleeper.idle is not None and not (
+            running
+            and scheduler.idle_since is not None
+            and scheduler.transition_counter == sleeper.transitions
+            and scheduler._active_graph_updates == sleeper.graphs
+            and scheduler.idle_timeout == sleeper.idle_timeout
+        ):
+            self.wake_idle(sleeper)
+            if running:
+                # idle_since turns None now, as stock's next check would.
+                self.stock_idle(scheduler)
+        if sleeper.no_workers is not None and not (
+            running and scheduler.no_workers_timeout is None
+        ):
+            self.wake_no_workers(sleeper)
+            if running:
+                self.stock_no_workers(scheduler)
 
-    def detach_no_workers(self, scheduler: Any) -> None:
-        stock_time = getattr(scheduler, "_fastloop_no_workers_check", None)
-        pc = scheduler.periodic_callbacks.get(NO_WORKERS)
-        if stock_time is not None and pc is not None:
-            pc.io_loop.add_callback(self.restore, pc, stock_time)
+    def wake_idle(self, sleeper: Sleeper, *, by_pc: bool = False) -> None:
+        asleep, sleeper.idle = sleeper.idle, None
+        if asleep is not None:
+            self.unstretch(sleeper.scheduler, IDLE, asleep, by_pc=by_pc)
 
-    def restore(self, pc: Any, stock_time: float) -> None:
-        pc.callback_time = stock_time
-        if pc.is_running():
-            pc.stop()
-            pc.start()
+    def wake_no_workers(self, sleeper: Sleeper, *, by_pc: bool = False) -> None:
+        asleep, sleeper.no_workers = sleeper.no_workers, None
+        if asleep is not None:
+            self.unstretch(sleeper.scheduler, NO_WORKERS, asleep, by_pc=by_pc)
+
+    def wake(self, sleeper: Sleeper) -> None:
+        self.wake_idle(sleeper)
+        self.wake_no_workers(sleeper)
+
+    def unstretch(
+        self, scheduler: Any, name: str, asleep: Asleep, *, by_pc: bool
+    ) -> None:
+        """A check's callback back to its interval, its next run an interval
+        from now (``by_pc``: its run in progress reschedules it as it ends).
+        A value set meanwhile, other than the stretch, is the user's: kept."""
+        pc = asleep.pc
+        if pc.callback_time != STRETCH_MS:
+            return
+        if by_pc or self.running(scheduler, name) is not pc:
+            pc.callback_time = asleep.stock_time
+        else:
+            rewind(pc, asleep.stock_time)
+
+    def detach(self, scheduler: Any) -> None:
+        # uninstall() may run on any thread: the callbacks restart on the loop.
+        sleeper = getattr(scheduler, "_fastloop_timeouts", None)
+        if sleeper is not None and sleeper.asleep():
+            scheduler.io_loop.add_callback(self.wake, sleeper)
 
 
 def check(module: ModuleType) -> str | None:
@@ -296,8 +352,7 @@ def apply(module: ModuleType) -> list[Change]:
     functools.update_wrapper(check_idle, stock_idle)
     functools.update_wrapper(_check_no_workers, stock_no_workers)
     return [
-        checks.idle,
-        checks.no_workers,
+        checks.states,
         installed,
         Swap(module.Scheduler, "check_idle", check_idle),
         Swap(module.Scheduler, "_check_no_workers", _check_no_workers),
