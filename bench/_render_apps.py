@@ -206,9 +206,10 @@ def idle_apps(results: Path) -> list[str]:
             )
             lines.append(
                 f"| {row['application']} | {row['arm']} "
-                f"| {row['cpu_percent']:.2f}% / {row['wakeups_per_s']:.1f} "
-                f"| {_ratio(row['cpu_percent_vs_stock'])} "
-                f"| {_ratio(row['wakeups_per_s_vs_stock'])} | {threads or 'none'} |"
+                f"| {row['cpu_percent']:.3f}% / {row['wakeups_per_s']:.1f} "
+                f"| {_ratio(row['cpu_percent_vs_stock']) or 'none: stock at 0'} "
+                f"| {_ratio(row['wakeups_per_s_vs_stock']) or 'none: stock at 0'} "
+                f"| {threads or 'none'} |"
             )
         lines.append("")
     return lines[:-1]

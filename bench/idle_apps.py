@@ -127,17 +127,28 @@ def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]
         row: dict[str, Any] = {"application": application, "arm": arm}
         for measure in ("cpu_percent", "wakeups_per_s"):
             row[measure] = statistics.median(r[measure] for r in mine)
-            row[f"{measure}_vs_stock"] = ab.paired(
-                [r[measure] for r in stock],
-                [r[measure] for r in mine],
-                name=f"{key} {measure}",
-                b_label=arm,
-            ).to_dict()
+            # An application that never wakes has no ratio to stock's.
+            row[f"{measure}_vs_stock"] = (
+                ab.paired(
+                    [r[measure] for r in stock],
+                    [r[measure] for r in mine],
+                    name=f"{key} {measure}",
+                    b_label=arm,
+                ).to_dict()
+                if all(r[measure] > 0 for r in stock)
+                else None
+            )
         row["fastloop_wakeups_per_s"] = ours_median(
             [r["fastloop_wakeups_per_s"] for r in mine]
         )
         rows[key] = row
     return rows
+
+
+def ratio(result: dict[str, Any] | None) -> str:
+    if result is None:
+        return "none (stock's is 0)"
+    return f"{result['ratio']:.2f} [{result['low']:.2f}, {result['high']:.2f}]"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,16 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     runs = ab.interleave(arms, rounds=args.rounds, warmup=0)
     rows = summarize(runs)
     for key, row in rows.items():
-        cpu, woken = row["cpu_percent_vs_stock"], row["wakeups_per_s_vs_stock"]
         ours = "; ".join(
             f"{thread} {rate:.1f}"
             for thread, rate in row["fastloop_wakeups_per_s"].items()
         )
         print(
-            f"{key:>34}: {row['cpu_percent']:.2f}% / {row['wakeups_per_s']:.1f} a "
-            f"second; vs stock: CPU {cpu['ratio']:.2f} [{cpu['low']:.2f}, "
-            f"{cpu['high']:.2f}], wake-ups {woken['ratio']:.2f} [{woken['low']:.2f}, "
-            f"{woken['high']:.2f}]; fastloop's threads a second: {ours or 'none'}"
+            f"{key:>34}: {row['cpu_percent']:.3f}% / {row['wakeups_per_s']:.1f} a "
+            f"second; vs stock: CPU {ratio(row['cpu_percent_vs_stock'])}, wake-ups "
+            f"{ratio(row['wakeups_per_s_vs_stock'])}; fastloop's threads a second: "
+            f"{ours or 'none'}"
         )
     if args.json:
         versions = {}

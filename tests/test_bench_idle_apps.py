@@ -50,3 +50,20 @@ def test_the_idle_apps_table_names_each_application_and_arm(tmp_path):
     assert [line.split(" | ")[1] for line in table] == ["stock", "FASTLOOP=1"]
     assert "`fastloop-auto` 0.0" in table[1]
     assert "1.00 [1.00, 1.00]" in table[1]
+
+
+def test_an_application_that_never_wakes_has_no_ratio(tmp_path):
+    apps = bench_module("idle_apps")
+    render = bench_module("_render_apps")
+    asleep = {"cpu_percent": 0.0, "wakeups_per_s": 0.0, "fastloop_wakeups_per_s": {}}
+    runs = {
+        "Jupyter Server / stock": [asleep, asleep],
+        "Jupyter Server / FASTLOOP=1": [asleep, {**asleep, "wakeups_per_s": 0.05}],
+    }
+    rows = apps.summarize(runs)
+    assert rows["Jupyter Server / FASTLOOP=1"]["wakeups_per_s_vs_stock"] is None
+    data = {"python": "3.11.7", "tornado": "6.6.1", "rounds": 2, "settle_s": 8.0,
+            "window_s": 20.0, "rows": rows}  # fmt: skip
+    (tmp_path / "idle_apps.json").write_text(json.dumps(data))
+    (row,) = [line for line in render.idle_apps(tmp_path) if "| FASTLOOP=1 |" in line]
+    assert row.count("none: stock at 0") == 2
