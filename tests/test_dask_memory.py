@@ -322,7 +322,9 @@ def test_uninstall_puts_a_sleeping_callback_back_to_its_interval():
                 await asyncio.sleep(0.05)
             return stretched, restored
 
-    assert asyncio.run(main()) == (dask_memory.LONGEST_S * 1000, INTERVAL_MS)
+    stretched, restored = asyncio.run(main())
+    assert stretched > INTERVAL_MS
+    assert restored == INTERVAL_MS
 
 
 TWO_WORKERS = """

@@ -89,6 +89,37 @@ def after_timers(loop: Any, callback: Callable[[], None]) -> None:
     loop.call_at(loop.time(), callback)
 
 
+#: How long after a timer its loop has anyway a stretched callback runs: by
+#: then the wake-up for that timer is under way, and asyncio runs every
+#: timer due (its epoll timeout is rounded up to the millisecond).
+SHARE_S = 20e-6
+
+
+def stretch(pc: Any, longest_s: float) -> float:
+    """From ``pc``'s own run, set its next run at most ``longest_s`` from
+    now: just after the latest timer its loop has anyway in the second half
+    of that span, if any, so that one wake-up serves both.  Returns the
+    ``callback_time`` set (ms), which Tornado reads as the run ends."""
+    ioloop = pc.io_loop
+    loop = ioloop.asyncio_loop
+    now = loop.time()
+    early, late = now + longest_s / 2, now + longest_s - SHARE_S
+    shared = max(
+        (
+            handle.when()
+            for handle in getattr(loop, "_scheduled", ())
+            if early <= handle.when() <= late and not handle.cancelled()
+        ),
+        default=None,
+    )
+    delay = longest_s if shared is None else shared - now + SHARE_S
+    # Tornado's next run is _next_timeout (this run's, on its own clock)
+    # plus callback_time, while the run ends within it.
+    callback_time: float = (ioloop.time() + delay - pc._next_timeout) * 1000
+    pc.callback_time = callback_time
+    return callback_time
+
+
 def rewind(pc: Any, callback_time: float) -> None:
     """Put a stretched ``PeriodicCallback`` back to ``callback_time``, its
     next run that long from now: unless a run is due or under way (its

@@ -21,7 +21,9 @@ is executing, the worker is running (not paused), and its memory read
 below every threshold.
 
 Sleep.  A check (stock's, run by the callback) that finds its worker
-quiet stretches the callback to ``LONGEST_S``, which Tornado reads when it
+quiet stretches the callback to ``LONGEST_S`` at most (``stretch``: its
+next run lands just after a timer the loop has anyway in the second half
+of that, so that one wake-up serves both), which Tornado reads when it
 schedules the next run, and puts the worker on its loop's listeners
 (``add_callback``'s per-loop ``_process_events`` wrapper).  From then on
 each loop iteration schedules a probe behind its handles and due timers
@@ -48,8 +50,8 @@ counts as parked only while its queue is empty and its CPU time has not
 moved since the probe before.  Readings a sleeping worker takes are not
 ``memory_monitor`` calls: a ``memory_monitor`` wrapped by a test or a
 plugin runs once a ``LONGEST_S`` while the worker sleeps, and its
-callback's ``callback_time`` reads the stretch (a value set meanwhile is
-the interval it goes back to).  A check that the callback did not run (a
+callback's ``callback_time`` reads the stretch (a value set meanwhile, other
+than the stretch, is the interval it goes back to).  A check that the callback did not run (a
 direct ``await memory_monitor(...)``) reads as stock's and never stretches
 the callback.
 
@@ -72,7 +74,13 @@ from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import Any
 
-from fastloop.patches import Patch, after_timers, rewind, stretch_unsupported
+from fastloop.patches import (
+    Patch,
+    after_timers,
+    rewind,
+    stretch,
+    stretch_unsupported,
+)
 from fastloop.patches.changes import Change, Flag, PerObject, Swap
 
 #: The PeriodicCallback of ``Worker.periodic_callbacks`` that calls
@@ -219,7 +227,16 @@ def thread_cpu_ns(native: int) -> int:
 class Sleeper:
     """One worker's memory monitor: asleep or not, and how its callback ran."""
 
-    __slots__ = ("asleep", "by_pc", "last", "manager", "pc", "stock_time", "worker")
+    __slots__ = (
+        "asleep",
+        "by_pc",
+        "last",
+        "manager",
+        "pc",
+        "stock_time",
+        "stretched",
+        "worker",
+    )
 
     def __init__(self, manager: Any, worker: Any, pc: Any) -> None:
         # Strong: its callback holds them anyway (a partial of the manager's
@@ -234,8 +251,10 @@ class Sleeper:
         self.by_pc = 0
         #: When its memory was last read (the loop's clock).
         self.last = 0.0
-        #: The callback's interval before it was stretched.
+        #: The callback's interval before it was stretched, and the
+        #: ``callback_time`` the stretch set (another is a user's).
         self.stock_time = 0.0
+        self.stretched = 0.0
 
 
 class Probes:
@@ -353,12 +372,12 @@ class Monitors:
             sleeper.asleep = True
             sleeper.stock_time = pc.callback_time
             probes.sleepers.append(sleeper)
-        elif pc.callback_time != LONGEST_S * 1000:
+        elif pc.callback_time != sleeper.stretched:
             sleeper.stock_time = pc.callback_time  # set meanwhile: the interval
         # The callback's own run schedules its next one with this as it
         # returns; a check run otherwise leaves the next run where it was.
         if by_pc:
-            pc.callback_time = LONGEST_S * 1000
+            sleeper.stretched = stretch(pc, LONGEST_S)
 
     def look(self, sleeper: Sleeper, threads: Threads) -> None:
         """A probe's look at a sleeping worker."""

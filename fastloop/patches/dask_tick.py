@@ -21,8 +21,10 @@ declined there) stays stock.
 
 Stretch.  A tick that runs awake starts watching (the listener is on);
 if it runs again with no I/O iteration in between, it sets its
-PeriodicCallback's ``callback_time`` to the stretch (``longest``), which
-Tornado reads when it schedules the next run.  The first I/O iteration
+PeriodicCallback's ``callback_time`` to stretch it (``longest`` at most;
+``stretch`` lands its next run just after a timer the loop has anyway in
+the second half of that, so that one wake-up serves both), which Tornado
+reads when it schedules the next run.  The first I/O iteration
 takes the listener off, and wakes each sleeping tick there and then: the
 callback back to the interval, stopped and started again (its next run an
 interval later), before the loop handles that I/O; the woken tick watches
@@ -73,7 +75,7 @@ import weakref
 from types import ModuleType
 from typing import Any
 
-from fastloop.patches import Patch, rewind, stretch_unsupported
+from fastloop.patches import Patch, rewind, stretch, stretch_unsupported
 from fastloop.patches.changes import Change, Flag, PerObject, Swap
 
 #: The PeriodicCallback of ``Server.periodic_callbacks`` that calls
@@ -258,12 +260,12 @@ class Ticks:
         if tick.listener is None or tick.listener not in state.listeners:
             self.watch(state, tick)
             return
-        stretch = self.longest(server)
-        if stretch is not None and pc.is_running():
+        longest = self.longest(server)
+        if longest is not None and pc.is_running():
             # No I/O since the last tick: Tornado schedules the next run
             # with this callback_time, when this call returns.
             tick.asleep, tick.pc = True, pc
-            pc.callback_time = stretch * 1000
+            stretch(pc, longest)
 
     def cycle(self, server: Any) -> None:
         """``Server._cycle_ticks`` while installed."""

@@ -10,7 +10,9 @@ neither timeout set (the defaults) an idle scheduler still wakes eight
 times a second for them.
 
 Sleep.  A check the callback runs that finds nothing to see stretches
-the callback to ``LONGEST_S``, which Tornado reads when it schedules the
+the callback to ``LONGEST_S`` at most (``stretch``: its next run lands
+just after a timer the loop has anyway in the second half of that, so
+that one wake-up serves both), which Tornado reads when it schedules the
 next run, and puts the scheduler on its loop's listeners
 (``add_callback``'s per-loop ``_process_events`` wrapper).  Nothing to
 see: for the no-workers check, ``no_workers_timeout`` unset (stock's
@@ -50,7 +52,13 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from fastloop.patches import Patch, after_timers, rewind, stretch_unsupported
+from fastloop.patches import (
+    Patch,
+    after_timers,
+    rewind,
+    stretch,
+    stretch_unsupported,
+)
 from fastloop.patches.changes import Change, Flag, PerObject, Swap
 
 #: The PeriodicCallbacks of ``Scheduler.periodic_callbacks`` this sleeps.
@@ -59,17 +67,18 @@ NO_WORKERS = "no-workers-timeout"
 
 #: The longest a sleeping check's callback waits, in seconds.
 LONGEST_S = 1.0
-STRETCH_MS = LONGEST_S * 1000
 
 
 class Asleep:
-    """One sleeping check: its callback, and the interval it goes back to."""
+    """One sleeping check: its callback, the interval it goes back to, and
+    the ``callback_time`` the stretch set (another is a user's)."""
 
-    __slots__ = ("pc", "stock_time")
+    __slots__ = ("pc", "stock_time", "stretched")
 
     def __init__(self, pc: Any) -> None:
         self.pc = pc
         self.stock_time: float = pc.callback_time
+        self.stretched = 0.0
 
 
 class Sleeper:
@@ -100,7 +109,7 @@ class Sleeper:
     def interval(self) -> float:
         """The shortest interval of its sleeping checks, in seconds."""
         times = [each.stock_time for each in (self.idle, self.no_workers) if each]
-        return min(times, default=STRETCH_MS) / 1000
+        return min(times, default=LONGEST_S * 1000) / 1000
 
 
 class Probe:
@@ -223,13 +232,13 @@ class Checks:
             return
         if sleeper.idle is None or sleeper.idle.pc is not pc:
             sleeper.idle = Asleep(pc)
-        elif pc.callback_time != STRETCH_MS:
+        elif pc.callback_time != sleeper.idle.stretched:
             sleeper.idle.stock_time = pc.callback_time  # set meanwhile
         sleeper.transitions = scheduler.transition_counter
         sleeper.graphs = scheduler._active_graph_updates
         sleeper.idle_timeout = scheduler.idle_timeout
         # Tornado schedules the next run with this as the callback returns.
-        pc.callback_time = STRETCH_MS
+        sleeper.idle.stretched = stretch(pc, LONGEST_S)
 
     def after_no_workers(self, scheduler: Any) -> None:
         """After stock's no-workers check, run by its callback."""
@@ -244,9 +253,9 @@ class Checks:
             return
         if sleeper.no_workers is None or sleeper.no_workers.pc is not pc:
             sleeper.no_workers = Asleep(pc)
-        elif pc.callback_time != STRETCH_MS:
+        elif pc.callback_time != sleeper.no_workers.stretched:
             sleeper.no_workers.stock_time = pc.callback_time  # set meanwhile
-        pc.callback_time = STRETCH_MS
+        sleeper.no_workers.stretched = stretch(pc, LONGEST_S)
 
     def look(self, sleeper: Sleeper) -> None:
         """A probe's look: wake each check that has something to see."""
@@ -291,7 +300,7 @@ class Checks:
         from now (``by_pc``: its run in progress reschedules it as it ends).
         A value set meanwhile, other than the stretch, is the user's: kept."""
         pc = asleep.pc
-        if pc.callback_time != STRETCH_MS:
+        if pc.callback_time != asleep.stretched:
             return
         if by_pc or self.running(scheduler, name) is not pc:
             pc.callback_time = asleep.stock_time
