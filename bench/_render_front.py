@@ -28,6 +28,7 @@ SOURCES = (
     "http_busy",
     "http_uvloop",
     "dask_idle_streams",
+    "dask_idle",
     "echo_socketpair",
     "startup",
     "observe_overhead",
@@ -64,6 +65,7 @@ def render(results: Path) -> list[str]:
     idle_call = figure(results, idle, "FASTLOOP=1", "actor round trip")
     idle_uv = figure(results, idle, "uvloop+FASTLOOP=1", "actor round trip")
     direct = figure(results, idle, "direct_to_workers+FASTLOOP=1", "actor round trip")
+    asleep = load(results, named("dask_idle"))["rows"]["FASTLOOP=1"]
     echo = {r["arm"]: r for r in load(results, named("echo_socketpair"))["results"]}[
         "FASTLOOP=1"
     ]
@@ -91,6 +93,12 @@ def render(results: Path) -> list[str]:
         f"([dask LocalCluster]{link}dask-localcluster)); a Tornado server's "
         f"request {_ratio(idle_http)} "
         f"([Tornado HTTP server]{link}tornado-http-server-under-wrk)).",
+        "- **An idle dask cluster sleeps**: a scheduler, nanny and worker started "
+        "from the command line wake "
+        f"{_ratio(asleep['trio_wakeups_per_s_vs_stock'])} as often as stock's and "
+        f"burn {_ratio(asleep['trio_cpu_percent_vs_stock'])} of its CPU, while "
+        "every figure dask reports keeps its meaning "
+        "([what an idle cluster burns](docs/dask.md#what-an-idle-cluster-burns)).",
         "- **The loop's own operations**: a burst of on-loop `add_callback` takes "
         f"{_ratio(bench['onloop-burst']['patched_vs_stock'])} of stock's time, "
         "from two threads "
