@@ -50,10 +50,10 @@ counts as parked only while its queue is empty and its CPU time has not
 moved since the probe before.  Readings a sleeping worker takes are not
 ``memory_monitor`` calls: a ``memory_monitor`` wrapped by a test or a
 plugin runs once a ``LONGEST_S`` while the worker sleeps, and its
-callback's ``callback_time`` reads the stretch (a value set meanwhile, other
-than the stretch, is the interval it goes back to).  A check that the callback did not run (a
-direct ``await memory_monitor(...)``) reads as stock's and never stretches
-the callback.
+callback's ``callback_time`` reads the stretch (a value set meanwhile,
+other than the stretch, is the interval it goes back to).  A check that
+the callback did not run (a direct ``await memory_monitor(...)``) reads as
+stock's and never stretches the callback.
 
 Where ``add_callback`` leaves the loop, no probe runs: a sleeping monitor
 reads at its next run, a ``LONGEST_S`` at most later, and is stock's from
