@@ -23,7 +23,8 @@ has another thread.  What wakes it (``fastloop.runtime.dormancy``; the
   most once a fast tick).  So a task thread that starts computing wakes it
   at the loop's first or second look after, and its first tick, a fast
   one, sees it wait: beside a loop that iterates at least every fast tick,
-  as dask's do (their admin tick), within about three fast ticks, where
+  as a dask worker's does while a task runs (its 10 ms profile trigger),
+  within about three fast ticks, where
   the calm controller's next slow tick came up to a slow tick later.  A
   thread that computes while every loop waits in its selector is seen
   when a loop next iterates: until then no loop waits for the GIL.
