@@ -34,7 +34,8 @@ def patches(patched: bool) -> list[str]:
     if not patched:
         assert "dask_timeouts" not in fastloop.installed()
         return []
-    return ["add_callback", "dask_timeouts"]
+    # Alone: it watches the scheduler, not the loop.
+    return ["dask_timeouts"]
 
 
 def callback_times(scheduler) -> tuple[float, float]:
@@ -272,7 +273,7 @@ async def runtime_settings_scenario(patched: bool) -> dict:
             await until(lambda: scheduler.idle_since is not None, "idle")
             if patched:
                 await until(lambda: asleep(scheduler), "both checks asleep")
-            # Set on the loop: the probe looks before the loop next waits.
+            # Each set queues a look on the loop, which runs before it waits.
             scheduler.no_workers_timeout = 60.0
             scheduler.idle_timeout = 60.0
             await asyncio.sleep(0.001)
@@ -288,7 +289,7 @@ async def runtime_settings_scenario(patched: bool) -> dict:
             await asyncio.sleep(0.001)
             seen["users_interval"] = idle.callback_time
             if patched:
-                # Uninstalled from a callback, behind a pending probe.
+                # Uninstalled from a callback, behind a queued look.
                 asyncio.get_running_loop().call_soon(
                     fastloop.uninstall, ["dask_timeouts"]
                 )
@@ -307,6 +308,70 @@ def test_timeouts_and_intervals_set_at_run_time_read_as_stocks(patched):
     assert seen["after_timeouts"] == (interval, interval)
     assert seen["users_interval"] == 2 * interval
     assert seen["errors"] == []
+
+
+async def off_loop_scenario(patched: bool, looks: list) -> dict:
+    """An idle scheduler whose worker heartbeats every 20 ms, then an idle
+    timeout set from another thread: heartbeats give the checks nothing to
+    see, and the idle check reads the timeout within stock's interval."""
+    seen: dict = {}
+    with fastloop.patched(patches(patched)):
+        async with (
+            Scheduler(port=0, dashboard_address=":0") as scheduler,
+            Worker(
+                scheduler.address,
+                nthreads=1,
+                dashboard_address=":0",
+                heartbeat_interval="20ms",
+            ),
+        ):
+            interval = callback_times(scheduler)[0]
+            await until(lambda: scheduler.idle_since is not None, "idle")
+            if patched:
+                await until(lambda: asleep(scheduler), "both checks asleep")
+            (worker,) = scheduler.workers.values()
+            heard = worker.last_seen
+            await asyncio.sleep(0.5)
+            seen["heartbeats_heard"] = worker.last_seen > heard
+            seen["asleep_through_heartbeats"] = asleep(scheduler)
+            seen["looks_through_heartbeats"] = len(looks)
+            setter = threading.Thread(
+                target=setattr, args=(scheduler, "idle_timeout", 60.0)
+            )
+            setter.start()
+            setter.join()
+            await asyncio.sleep(interval / 1000)
+            seen["idle_check"] = callback_times(scheduler)[0]
+            seen["looks_after_set"] = len(looks)
+            seen["interval"] = interval
+            pcs = dict(scheduler.periodic_callbacks)
+    # Closing sets the status: a check still asleep wakes.
+    seen["after_close"] = tuple(
+        pcs[name].callback_time
+        for name in (dask_timeouts.IDLE, dask_timeouts.NO_WORKERS)
+    )
+    return seen
+
+
+@STOCK_AND_PATCHED
+def test_heartbeats_leave_the_checks_asleep_and_a_set_off_the_loop_wakes_them(
+    patched, monkeypatch
+):
+    looks: list = []
+    look = dask_timeouts.Checks.look
+
+    def counted(self, sleeper) -> None:
+        looks.append(sleeper)
+        look(self, sleeper)
+
+    monkeypatch.setattr(dask_timeouts.Checks, "look", counted)
+    seen = asyncio.run(off_loop_scenario(patched, looks))
+    assert seen["heartbeats_heard"]
+    assert seen["asleep_through_heartbeats"] == patched
+    assert seen["looks_through_heartbeats"] == 0
+    assert seen["idle_check"] == seen["interval"]
+    assert seen["looks_after_set"] == (1 if patched else 0)
+    assert seen["after_close"] == (seen["interval"], seen["interval"])
 
 
 def pending_when(pc) -> float:

@@ -13,36 +13,32 @@ Sleep.  A check the callback runs that finds nothing to see stretches
 the callback to ``LONGEST_S`` at most (``stretch``: its next run lands
 just after a timer the loop has anyway in the second half of that, so
 that one wake-up serves both), which Tornado reads when it schedules the
-next run, and puts the scheduler on its loop's listeners
-(``add_callback``'s per-loop ``_process_events`` wrapper).  Nothing to
-see: for the no-workers check, ``no_workers_timeout`` unset (stock's
-check then returns at once); for the idle check, the scheduler idle
-(``idle_since`` set, running, no graph being added, no Jupyter server,
-whose activity counts too) and its idle timeout, if any, more than a
-stretch away, so that it closes on stock's grid.
+next run.  Nothing to see: for the no-workers check, ``no_workers_timeout``
+unset (stock's check then returns at once); for the idle check, the
+scheduler idle (``idle_since`` set, running, no graph being added, no
+Jupyter server, whose activity counts too) and its idle timeout, if any,
+more than a stretch away, so that it closes on stock's grid.
 
 Wake.  Only a transition of a task (``transition_counter``) or a graph
-being added (``_active_graph_updates``) ends the scheduler's idleness,
-and dask makes both on the scheduler's loop.  While a check sleeps, each
-loop iteration schedules a probe behind its handles and due timers
-(``after_timers``), which waits for the next iteration's while any are
-ready, for an interval at most: it runs as the loop is about to wait.  It
-compares what the idle check read (the two counters, the idle timeout)
-and the no-workers timeout with what they are now.  A change wakes that
+being added (``_active_graph_updates``) ends the scheduler's idleness.
+Those two, both timeouts and ``status`` are ``Watched`` on ``Scheduler``:
+each set of one, on a scheduler with a check asleep, queues one look on
+its loop (``add_callback``, so a set from any thread counts).  The look
+compares what the checks read with what is there now; a change wakes that
 check: the callback goes back to its interval, its next run an interval
-later (``rewind``), and stock's check runs there and then: so
-``idle_since`` turns None before the loop waits, where stock's next check
-would turn it at most an interval later, and a timeout set on a running
-scheduler counts from then.
+later (``rewind``), and stock's check runs there and then.  So
+``idle_since`` turns None an iteration after the first transition, where
+stock's next check would turn it at most an interval later, and a timeout
+set on a running scheduler counts from then.  While no check sleeps a set
+costs a dictionary lookup; no loop iteration pays anything.
 
 What it trades.  While the scheduler stays idle, ``idle_since`` is the
-value stock's check set when idleness began, as stock's.  A transition
-made off the loop (dask makes none) is seen at the next iteration.  A
+value stock's check set when idleness began, as stock's.  A
 ``callback_time`` set while a check sleeps is kept when it wakes (one
-equal to the stretch reads as the stretch).  Where ``add_callback``
-leaves the loop (not installed there, uvloop) both checks stay stock's.
-``uninstall()`` wakes every sleeping check (on its loop), and a method
-bound before it acts as stock's from then on.
+equal to the stretch reads as the stretch).  On a loop without asyncio's
+timer heap (uvloop) both checks stay stock's.  ``uninstall()`` wakes every
+sleeping check (on its loop), and a method bound before it acts as
+stock's from then on.
 """
 
 from __future__ import annotations
@@ -52,13 +48,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from fastloop.patches import (
-    Patch,
-    after_timers,
-    rewind,
-    stretch,
-    stretch_unsupported,
-)
+from fastloop.patches import Patch, rewind, stretch, stretch_unsupported
 from fastloop.patches.changes import Change, Flag, PerObject, Swap
 
 #: The PeriodicCallbacks of ``Scheduler.periodic_callbacks`` this sleeps.
@@ -88,73 +78,82 @@ class Sleeper:
         "graphs",
         "idle",
         "idle_timeout",
+        "looking",
         "no_workers",
         "scheduler",
         "transitions",
     )
 
     def __init__(self, scheduler: Any) -> None:
-        # Strong: its callbacks hold the scheduler anyway; a closed
-        # scheduler's probe wakes both, which takes it off its loop's Probe.
+        # Strong: its callbacks hold the scheduler anyway.
         self.scheduler = scheduler
         self.idle: Asleep | None = None
         self.no_workers: Asleep | None = None
         self.transitions = -1
         self.graphs = -1
         self.idle_timeout: Any = None
+        #: A look is queued on the loop.
+        self.looking = False
 
     def asleep(self) -> bool:
         return self.idle is not None or self.no_workers is not None
 
-    def interval(self) -> float:
-        """The shortest interval of its sleeping checks, in seconds."""
-        times = [each.stock_time for each in (self.idle, self.no_workers) if each]
-        return min(times, default=LONGEST_S * 1000) / 1000
+
+#: The Scheduler attributes whose sets can give a sleeping check something
+#: to see.
+WATCHED = (
+    "transition_counter",
+    "_active_graph_updates",
+    "idle_timeout",
+    "no_workers_timeout",
+    "status",
+)
 
 
-class Probe:
-    """One loop's sleeping schedulers, and its one pending probe (the
-    listener on the loop's state while any check there sleeps)."""
+class Watched:
+    """A Scheduler attribute whose sets queue a look while a check sleeps.
 
-    __slots__ = ("checks", "last", "pending", "sleepers", "state")
+    It keeps the value where stock does: through the data descriptor the
+    class had under that name (``transition_counter``, a slot of
+    ``SchedulerState``; ``status``, a property of ``Server``), else in the
+    instance's ``__dict__``, so that after ``uninstall()`` every value reads
+    as it was set."""
 
-    def __init__(self, checks: Checks, state: Any) -> None:
+    __slots__ = ("checks", "inner", "name")
+
+    def __init__(self, checks: Checks, name: str, inner: Any) -> None:
         self.checks = checks
-        self.state = state
-        self.sleepers: list[Sleeper] = []
-        self.pending = False
-        #: When the probe last looked (the loop's clock).
-        self.last = 0.0
+        self.name = name
+        self.inner = inner if hasattr(type(inner), "__set__") else None
 
-    def __call__(self, event_list: Any) -> None:
-        """A loop iteration began: look once it is done."""
-        self.sleepers = [each for each in self.sleepers if each.asleep()]
-        if not self.sleepers or not self.checks.installed.on:
-            self.state.unlisten(self)
-            sleepers, self.sleepers = self.sleepers, []
-            for sleeper in sleepers:
-                self.checks.wake(sleeper)
-            return
-        if not self.pending:
-            self.pending = True
-            after_timers(self.sleepers[0].scheduler.io_loop.asyncio_loop, self.probe)
+    def __get__(self, scheduler: Any, owner: type | None = None) -> Any:
+        if scheduler is None:
+            return self
+        if self.inner is not None:
+            return self.inner.__get__(scheduler, owner)
+        try:
+            return scheduler.__dict__[self.name]
+        except KeyError:
+            raise AttributeError(self.name) from None
 
-    def probe(self) -> None:
-        """Once the loop is about to wait (or an interval after the last
-        look), wake each check that has something to see."""
-        sleepers = [each for each in self.sleepers if each.asleep()]
-        if not sleepers or not self.checks.installed.on:
-            self.pending = False
-            return
-        ioloop = sleepers[0].scheduler.io_loop
-        now = ioloop.time()
-        interval = min(each.interval() for each in sleepers)
-        if ioloop.asyncio_loop._ready and now - self.last < interval:
-            after_timers(ioloop.asyncio_loop, self.probe)
-            return
-        self.pending, self.last = False, now
-        for sleeper in sleepers:
-            self.checks.look(sleeper)
+    def __set__(self, scheduler: Any, value: Any) -> None:
+        if self.inner is not None:
+            self.inner.__set__(scheduler, value)
+        else:
+            scheduler.__dict__[self.name] = value
+        sleeper = scheduler.__dict__.get("_fastloop_timeouts")
+        if sleeper is not None and not sleeper.looking and sleeper.asleep():
+            sleeper.looking = True
+            scheduler.io_loop.add_callback(self.checks.look, sleeper)
+
+    def __delete__(self, scheduler: Any) -> None:
+        if self.inner is not None:
+            self.inner.__delete__(scheduler)
+        else:
+            try:
+                del scheduler.__dict__[self.name]
+            except KeyError:
+                raise AttributeError(self.name) from None
 
 
 class Checks:
@@ -162,10 +161,7 @@ class Checks:
     installed flag and the schedulers' ``Sleeper`` states."""
 
     def __init__(self, module: ModuleType) -> None:
-        from fastloop.patches.add_callback import listened
-
         self.module = module
-        self.listened = listened
         self.stock_idle = module.Scheduler.__dict__["check_idle"]
         self.stock_no_workers = module.Scheduler.__dict__["_check_no_workers"]
         self.installed = Flag()
@@ -176,32 +172,14 @@ class Checks:
         pc = scheduler.periodic_callbacks.get(name)
         return pc if pc is not None and pc.is_running() else None
 
-    def probe(self, pc: Any) -> Probe | None:
-        """The Probe of this install on ``pc``'s loop (put on its
-        listeners), or None where ``add_callback`` does not see the loop."""
-        state = self.listened(pc.io_loop)
-        if state is None:
-            return None
-        for each in state.listeners:
-            if isinstance(each, Probe) and each.checks is self:
-                return each
-        probe = Probe(self, state)
-        state.listen(probe)
-        return probe
-
-    def sleeper(self, scheduler: Any, pc: Any) -> Sleeper | None:
-        """The scheduler's Sleeper, on its loop's Probe (None: stay stock)."""
+    def sleeper(self, scheduler: Any) -> Sleeper | None:
+        """The scheduler's Sleeper (None: uninstalled meanwhile, stay stock)."""
         sleeper: Sleeper | None = getattr(scheduler, "_fastloop_timeouts", None)
         if sleeper is None:
             made = self.states.setdefault(scheduler, Sleeper)
             if getattr(scheduler, "_fastloop_timeouts", None) is not made:
-                return None  # uninstalled meanwhile
+                return None
             sleeper = made
-        probe = self.probe(pc)
-        if probe is None:
-            return None
-        if sleeper not in probe.sleepers:
-            probe.sleepers.append(sleeper)
         return sleeper
 
     def idle_quiet(self, scheduler: Any) -> bool:
@@ -227,7 +205,7 @@ class Checks:
             if sleeper is not None:
                 self.wake_idle(sleeper, by_pc=True)
             return
-        sleeper = self.sleeper(scheduler, pc)
+        sleeper = self.sleeper(scheduler)
         if sleeper is None:
             return
         if sleeper.idle is None or sleeper.idle.pc is not pc:
@@ -248,7 +226,7 @@ class Checks:
             if sleeper is not None:
                 self.wake_no_workers(sleeper, by_pc=True)
             return
-        sleeper = self.sleeper(scheduler, pc)
+        sleeper = self.sleeper(scheduler)
         if sleeper is None:
             return
         if sleeper.no_workers is None or sleeper.no_workers.pc is not pc:
@@ -258,7 +236,12 @@ class Checks:
         sleeper.no_workers.stretched = stretch(pc, LONGEST_S)
 
     def look(self, sleeper: Sleeper) -> None:
-        """A probe's look: wake each check that has something to see."""
+        """On the loop, after a watched set: wake each check that has
+        something to see, and run stock's check for it there and then."""
+        sleeper.looking = False
+        if not self.installed.on:
+            self.wake(sleeper)
+            return
         scheduler = sleeper.scheduler
         running = scheduler.status == self.module.Status.running
         if sleeper.idle is not None and not (
@@ -314,10 +297,25 @@ class Checks:
             scheduler.io_loop.add_callback(self.wake, sleeper)
 
 
+def stored(module: ModuleType, name: str) -> Any:
+    """What ``Scheduler`` has under ``name`` (a slot, a property), or None
+    where instances keep it in their ``__dict__``."""
+    for klass in module.Scheduler.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return None
+
+
 def check(module: ModuleType) -> str | None:
     scheduler = getattr(module, "Scheduler", None)
     if scheduler is None:
         return "distributed.scheduler.Scheduler is missing"
+    if not scheduler.__dictoffset__:
+        return "Scheduler instances have no __dict__"
+    for name in WATCHED:
+        where = stored(module, name)
+        if where is not None and not hasattr(type(where), "__set__"):
+            return f"Scheduler.{name} is a class attribute"
     for name in ("check_idle", "_check_no_workers"):
         if getattr(scheduler.__dict__.get(name), "__code__", None) is None:
             return f"distributed.scheduler.Scheduler.{name} is missing"
@@ -363,6 +361,10 @@ def apply(module: ModuleType) -> list[Change]:
     return [
         checks.states,
         installed,
+        *(
+            Swap(module.Scheduler, name, Watched(checks, name, stored(module, name)))
+            for name in WATCHED
+        ),
         Swap(module.Scheduler, "check_idle", check_idle),
         Swap(module.Scheduler, "_check_no_workers", _check_no_workers),
     ]
@@ -375,12 +377,15 @@ PATCH = Patch(
     "the scheduler stays idle and no timeout needs them",
     replaces="`distributed.scheduler.Scheduler.check_idle` and "
     "`Scheduler._check_no_workers` (stock's check, then the decision to "
-    "sleep); a listener on `add_callback`'s per-loop state",
+    "sleep); `transition_counter`, `_active_graph_updates`, `idle_timeout`, "
+    "`no_workers_timeout` and `status` as data descriptors on `Scheduler` "
+    "that keep each value where stock does and note its sets",
     relies_on='the `"idle-timeout"` and `"no-workers-timeout"` PeriodicCallbacks '
     "in `Scheduler.periodic_callbacks`; `idle_since`, `idle_timeout`, "
     "`jupyter`, `transition_counter`, `_active_graph_updates`, "
-    "`no_workers_timeout`; asyncio's `_ready`; Tornado's `PeriodicCallback` "
-    "reading `callback_time` as it reschedules",
+    "`no_workers_timeout`, each changed by setting it (`transition_counter` "
+    "in `SchedulerState._transition`); Tornado's `PeriodicCallback` reading "
+    "`callback_time` as it reschedules",
     verifies=(
         "distributed.scheduler:Scheduler.check_idle",
         "distributed.scheduler:Scheduler._check_no_workers",
