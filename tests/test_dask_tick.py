@@ -7,6 +7,7 @@ In-process scheduler and worker on one loop, ``asyncio.run``, a small
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import socket
 import time
@@ -24,6 +25,7 @@ import dask  # noqa: E402
 from distributed import Client, Scheduler, Worker, core  # noqa: E402
 
 import fastloop  # noqa: E402
+from fastloop.patches import dask_tick  # noqa: E402
 from tests_support import STOCK_AND_PATCHED, until  # noqa: E402
 
 #: admin.tick.limit for these tests: the patched tick sleeps half of it.
@@ -345,3 +347,51 @@ def test_a_lone_io_burst_keeps_the_tick_awake_for_one_run():
     # no more and sleeps again (watching only from that run would take two).
     awake = asyncio.run(lone_io_scenario(tries=5))
     assert min(awake) == 1, awake
+
+
+async def late_run_scenario() -> tuple[list[float], float]:
+    """A scheduler alone, its tick asleep; a byte wakes it and the same
+    iteration holds the loop for the stretch and more (under the limit):
+    the deadlines of the tick's sleeping runs, and how long it may sleep."""
+    with fastloop.patched(patches(True)):
+        async with Scheduler(port=0, dashboard_address=":0") as scheduler:
+            pc = scheduler.periodic_callbacks["tick"]
+            callback = pc.callback
+            deadlines: list[float] = []
+
+            def recorded(self) -> None:
+                # A run begins at its deadline, which it then moves on.
+                tick = getattr(scheduler, "_fastloop_tick", None)
+                if tick is not None and tick.asleep:
+                    deadlines.append(pc._next_timeout)
+                callback()
+
+            pc.callback = types.MethodType(recorded, scheduler)
+            await until(lambda: stretched(scheduler), "asleep")
+            # The patch's bound: whole intervals, at most half the limit.
+            interval = scheduler._tick_interval
+            longest = int(min(dask_tick.LONGEST_S, LIMIT_S / 2) / interval) * interval
+            reader, writer = socket.socketpair()
+            loop = asyncio.get_running_loop()
+            loop.add_reader(
+                reader, lambda: (reader.recv(1), time.sleep(0.75 * LIMIT_S))
+            )
+            try:
+                writer.send(b"x")
+                before = len(deadlines)
+                await until(lambda: len(deadlines) > before + 4, "four sleeping runs")
+            finally:
+                loop.remove_reader(reader)
+                reader.close()
+                writer.close()
+    return deadlines, longest
+
+
+def test_each_sleeping_run_lands_the_next_within_the_stretch():
+    # A run that stretched the tick from late (after the block) set a
+    # callback_time that holds the lateness (a quarter of a second here);
+    # the runs after it land anew, each a stretch from when it ran (its
+    # wake-up's latency after its deadline aside).
+    deadlines, longest = asyncio.run(late_run_scenario())
+    gaps = [after - before for before, after in itertools.pairwise(deadlines)]
+    assert max(gaps) < longest + 0.05, gaps

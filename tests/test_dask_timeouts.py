@@ -389,7 +389,8 @@ def pending_when(pc) -> float:
 
 async def stretch_scenario() -> dict:
     """``stretch`` from a callback's run, beside a timer the loop has in the
-    second half of the stretch, and with none there."""
+    second half of the stretch, with none there, beside one due sooner than
+    the callback's own interval, and with the wall clock stepped back."""
     from tornado.ioloop import PeriodicCallback
 
     from fastloop.patches import SHARE_S, stretch
@@ -397,27 +398,35 @@ async def stretch_scenario() -> dict:
     loop = asyncio.get_running_loop()
     seen: dict = {}
     ran = asyncio.Event()
+    case: dict = {}
 
     def stretched() -> None:
-        stretch(pc, 1.0)
+        # Tornado's deadlines are wall-clock time: a clock stepped back
+        # leaves this run's deadline ahead of the clock.
+        pc._next_timeout += case["stepped_back_s"]
+        case["callback_time"] = stretch(pc, 1.0, case["interval_s"])
         ran.set()
 
-    for case, other_in in (("shared", 0.8), ("alone", None)):
+    cases = {
+        "shared": (0.8, 0.02, 0.0),
+        "alone": (None, 0.02, 0.0),
+        "not_before_interval": (0.6, 0.8, 0.0),
+        "stepped_back": (None, 0.02, 5.0),
+    }
+    for name, (other_in, interval_s, stepped_back_s) in cases.items():
+        case.update(interval_s=interval_s, stepped_back_s=stepped_back_s)
         ran.clear()
         pc = PeriodicCallback(stretched, 20)
         pc.start()
-        # The other timer lands 0.8 s after the run (in the second half).
-        other = (
-            loop.call_later(0.02 + (other_in or 0), lambda: None) if other_in else None
-        )
+        # The other timer lands that long after the run.
+        other = loop.call_later(0.02 + other_in, lambda: None) if other_in else None
         await ran.wait()
         await asyncio.sleep(0)
         now, when = loop.time(), pending_when(pc)
+        seen[name] = when - (other.when() if name == "shared" else now)
+        seen[f"{name}_callback_time"] = case["callback_time"]
         if other is not None:
-            seen[case] = when - other.when()
             other.cancel()
-        else:
-            seen[case] = when - now
         pc.stop()
     seen["share_s"] = SHARE_S
     return seen
@@ -430,3 +439,9 @@ def test_a_stretched_callback_lands_just_after_a_timer_the_loop_has_anyway():
     assert 0 < seen["shared"] < seen["share_s"] + 1e-4
     # No timer to share: the whole stretch, from the end of the run.
     assert 0.9 < seen["alone"] <= 1.0
+    # Never sooner than the callback's own interval.
+    assert 0.8 <= seen["not_before_interval"] <= 1.0
+    # A clock stepped back: the whole stretch from now, never a negative
+    # callback_time (which Tornado would repeat at every iteration).
+    assert seen["stepped_back_callback_time"] > 0
+    assert 0.9 < seen["stepped_back"] <= 1.0

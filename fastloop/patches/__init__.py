@@ -95,15 +95,18 @@ def after_timers(loop: Any, callback: Callable[[], None]) -> None:
 SHARE_S = 20e-6
 
 
-def stretch(pc: Any, longest_s: float) -> float:
+def stretch(pc: Any, longest_s: float, interval_s: float) -> float:
     """From ``pc``'s own run, set its next run at most ``longest_s`` from
-    now: just after the latest timer its loop has anyway in the second half
-    of that span, if any, so that one wake-up serves both.  Returns the
-    ``callback_time`` set (ms), which Tornado reads as the run ends."""
+    now and never sooner than its ``interval_s``: just after the latest
+    timer its loop has anyway in the second half of that span, if any, so
+    that one wake-up serves both.  Returns the ``callback_time`` set (ms),
+    which Tornado reads as the run ends.  Each sleeping run stretches
+    again: the value holds for one run only."""
     ioloop = pc.io_loop
     loop = ioloop.asyncio_loop
     now = loop.time()
-    early, late = now + longest_s / 2, now + longest_s - SHARE_S
+    span = max(longest_s, interval_s)
+    early, late = now + max(span / 2, interval_s), now + span - SHARE_S
     shared = max(
         (
             handle.when()
@@ -112,10 +115,15 @@ def stretch(pc: Any, longest_s: float) -> float:
         ),
         default=None,
     )
-    delay = longest_s if shared is None else shared - now + SHARE_S
+    delay = span if shared is None else shared - now + SHARE_S
     # Tornado's next run is _next_timeout (this run's, on its own clock)
-    # plus callback_time, while the run ends within it.
-    callback_time: float = (ioloop.time() + delay - pc._next_timeout) * 1000
+    # plus callback_time, while the run ends within it.  A wall clock that
+    # stepped back past this run's deadline would make that negative:
+    # count from now instead, as Tornado does for a late run.
+    current = ioloop.time()
+    if pc._next_timeout > current:
+        pc._next_timeout = current
+    callback_time: float = (current + delay - pc._next_timeout) * 1000
     pc.callback_time = callback_time
     return callback_time
 

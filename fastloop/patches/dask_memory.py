@@ -377,7 +377,7 @@ class Monitors:
         # The callback's own run schedules its next one with this as it
         # returns; a check run otherwise leaves the next run where it was.
         if by_pc:
-            sleeper.stretched = stretch(pc, LONGEST_S)
+            sleeper.stretched = stretch(pc, LONGEST_S, sleeper.stock_time / 1000)
 
     def look(self, sleeper: Sleeper, threads: Threads) -> None:
         """A probe's look at a sleeping worker."""
@@ -400,6 +400,8 @@ class Monitors:
             return
         sleeper.asleep = False
         pc, worker = sleeper.pc, sleeper.worker
+        if pc.callback_time != sleeper.stretched:
+            return  # set meanwhile: the user's
         if not sleeper.by_pc and worker.periodic_callbacks.get(CALLBACK) is pc:
             rewind(pc, sleeper.stock_time)
         else:

@@ -23,8 +23,9 @@ Stretch.  A tick that runs awake starts watching (the listener is on);
 if it runs again with no I/O iteration in between, it sets its
 PeriodicCallback's ``callback_time`` to stretch it (``longest`` at most;
 ``stretch`` lands its next run just after a timer the loop has anyway in
-the second half of that, so that one wake-up serves both), which Tornado
-reads when it schedules the next run.  The first I/O iteration
+the second half of that, so that one wake-up serves both; each sleeping
+run lands the next one anew), which Tornado reads when it schedules the
+next run.  The first I/O iteration
 takes the listener off, and wakes each sleeping tick there and then: the
 callback back to the interval, stopped and started again (its next run an
 interval later), before the loop handles that I/O; the woken tick watches
@@ -236,11 +237,18 @@ class Ticks:
                 # of the time since the last tick counts as the block.
                 tick.blocked = max(tick.blocked, elapsed)
             self.account(server, tick, now, ran=True)
-            if not watched:
-                # Its loop no longer reports its iterations: stock again.
-                # The running callback reschedules itself at the interval.
+            longest = self.longest(server)
+            if not watched or longest is None:
+                # Its loop no longer reports its iterations (or the interval
+                # changed past stretching): stock again.  The running
+                # callback reschedules itself at the interval.
                 tick.pc.callback_time = interval * 1000
-                tick.pc, tick.asleep, tick.listener = None, False, None
+                tick.pc, tick.asleep = None, False
+                if not watched:
+                    tick.listener = None
+            else:
+                # Each sleeping run lands the next one anew.
+                stretch(tick.pc, longest, interval)
             return
         now = self.module.time()
         if tick.woke and now - server._last_tick < 2 * interval:
@@ -265,7 +273,7 @@ class Ticks:
             # No I/O since the last tick: Tornado schedules the next run
             # with this callback_time, when this call returns.
             tick.asleep, tick.pc = True, pc
-            stretch(pc, longest)
+            stretch(pc, longest, interval)
 
     def cycle(self, server: Any) -> None:
         """``Server._cycle_ticks`` while installed."""

@@ -216,7 +216,7 @@ class Checks:
         sleeper.graphs = scheduler._active_graph_updates
         sleeper.idle_timeout = scheduler.idle_timeout
         # Tornado schedules the next run with this as the callback returns.
-        sleeper.idle.stretched = stretch(pc, LONGEST_S)
+        sleeper.idle.stretched = stretch(pc, LONGEST_S, sleeper.idle.stock_time / 1000)
 
     def after_no_workers(self, scheduler: Any) -> None:
         """After stock's no-workers check, run by its callback."""
@@ -233,7 +233,9 @@ class Checks:
             sleeper.no_workers = Asleep(pc)
         elif pc.callback_time != sleeper.no_workers.stretched:
             sleeper.no_workers.stock_time = pc.callback_time  # set meanwhile
-        sleeper.no_workers.stretched = stretch(pc, LONGEST_S)
+        sleeper.no_workers.stretched = stretch(
+            pc, LONGEST_S, sleeper.no_workers.stock_time / 1000
+        )
 
     def look(self, sleeper: Sleeper) -> None:
         """On the loop, after a watched set: wake each check that has
