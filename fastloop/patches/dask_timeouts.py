@@ -35,8 +35,9 @@ costs a dictionary lookup; no loop iteration pays anything.
 What it trades.  While the scheduler stays idle, ``idle_since`` is the
 value stock's check set when idleness began, as stock's.  A
 ``callback_time`` set while a check sleeps is kept when it wakes (one
-equal to the stretch reads as the stretch).  On a loop without asyncio's
-timer heap (uvloop) both checks stay stock's.  ``uninstall()`` wakes every
+equal to the stretch reads as the stretch).  On uvloop, whose timers
+``stretch`` cannot see, a sleeping check wakes on its own rather than
+beside another timer.  ``uninstall()`` wakes every
 sleeping check (on its loop), and a method bound before it acts as
 stock's from then on.
 """
